@@ -1,0 +1,292 @@
+//! Write commands. Each raw input (`New*`) is checked into a command that
+//! storage can write as it stands: trimmed, deduplicated, bounded, with its
+//! ids and timestamp already chosen by the application.
+
+use std::collections::HashSet;
+
+use chrono::{DateTime, Utc};
+
+use crate::ids::{ChatId, MessageId, UserId};
+use crate::limits::{
+    CHAT_NAME_MAX_CHARS, Limits, MESSAGE_BODY_MAX_CHARS, ROOM_CREATED_BODY, USER_NAME_MAX_CHARS,
+};
+use crate::validation::{Checker, ValidationErrors};
+
+/// A user to create, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewUser {
+    /// The new user's id.
+    pub id: UserId,
+    /// Trimmed name, 1 to 100 characters.
+    pub name: String,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+}
+
+impl NewUser {
+    /// Checks one user name.
+    pub fn validate(name: &str) -> Result<Self, ValidationErrors> {
+        let mut check = Checker::default();
+        let name = check.text("name", name, USER_NAME_MAX_CHARS);
+        check.finish()?;
+        Ok(Self {
+            id: UserId::generate(),
+            name,
+            created_at: Utc::now(),
+        })
+    }
+
+    /// Checks a bulk request: either explicit `names`, or `count` users named
+    /// `{prefix}{n}`. Every name is checked; the total is bounded by
+    /// `limits.users_bulk_max`.
+    pub fn validate_bulk(
+        names: Option<&[String]>,
+        count: Option<usize>,
+        prefix: Option<&str>,
+        limits: &Limits,
+    ) -> Result<Vec<Self>, ValidationErrors> {
+        let mut check = Checker::default();
+        let names: Vec<String> = match (names, count) {
+            (Some(names), None) => names.to_vec(),
+            (None, Some(count)) => {
+                let prefix = prefix.unwrap_or("user-");
+                (0..count.min(limits.users_bulk_max.saturating_add(1)))
+                    .map(|n| format!("{prefix}{n}"))
+                    .collect()
+            }
+            _ => {
+                check.fail("names", "give exactly one of `names` or `count`");
+                Vec::new()
+            }
+        };
+        let requested = count.unwrap_or(names.len());
+        if requested == 0 && check.is_clean() {
+            check.fail("names", "must name at least one user");
+        }
+        if requested > limits.users_bulk_max {
+            check.fail(
+                "names",
+                format!("at most {} users per request, got {requested}", limits.users_bulk_max),
+            );
+        }
+        check.finish()?;
+        let now = Utc::now();
+        let mut check = Checker::default();
+        let users = names
+            .iter()
+            .map(|name| NewUser {
+                id: UserId::generate(),
+                name: check.text("names", name, USER_NAME_MAX_CHARS),
+                created_at: now,
+            })
+            .collect();
+        check.finish()?;
+        Ok(users)
+    }
+}
+
+/// A chat to create, as the client sent it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewChat {
+    /// Room name.
+    pub name: String,
+    /// The creator; always made a member.
+    pub creator_id: UserId,
+    /// Other members; may repeat ids and may contain the creator.
+    pub member_ids: Vec<UserId>,
+}
+
+/// A checked createChat: the rows the transaction will write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreateChat {
+    /// The new chat's id.
+    pub chat_id: ChatId,
+    /// Trimmed room name.
+    pub name: String,
+    /// The creator.
+    pub creator_id: UserId,
+    /// Members with duplicates removed, creator first, then in the order the
+    /// client first named them. Never empty.
+    pub member_ids: Vec<UserId>,
+    /// Id of the "room created" system message.
+    pub system_message_id: MessageId,
+    /// Body of the system message.
+    pub system_message_body: &'static str,
+    /// One timestamp for the chat, its member rows and the system message.
+    pub created_at: DateTime<Utc>,
+}
+
+impl CreateChat {
+    /// Checks the name and the member count (creator included, after
+    /// duplicates collapse) against `limits.chat_max_members`.
+    pub fn validate(input: NewChat, limits: &Limits) -> Result<Self, ValidationErrors> {
+        let mut check = Checker::default();
+        let name = check.text("name", &input.name, CHAT_NAME_MAX_CHARS);
+        let member_ids = collapse_members(input.creator_id, &input.member_ids);
+        if member_ids.len() > limits.chat_max_members {
+            check.fail(
+                "member_ids",
+                format!(
+                    "a chat may have at most {} members (creator included), got {}",
+                    limits.chat_max_members,
+                    member_ids.len()
+                ),
+            );
+        }
+        check.finish()?;
+        Ok(Self {
+            chat_id: ChatId::generate(),
+            name,
+            creator_id: input.creator_id,
+            member_ids,
+            system_message_id: MessageId::generate(),
+            system_message_body: ROOM_CREATED_BODY,
+            created_at: Utc::now(),
+        })
+    }
+}
+
+/// The creator first, then each other id once, in first-seen order.
+pub fn collapse_members(creator: UserId, members: &[UserId]) -> Vec<UserId> {
+    let mut seen = HashSet::with_capacity(members.len() + 1);
+    seen.insert(creator);
+    let mut out = Vec::with_capacity(members.len() + 1);
+    out.push(creator);
+    out.extend(members.iter().copied().filter(|id| seen.insert(*id)));
+    out
+}
+
+/// A message as the client sent it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewMessage {
+    /// The chat to post in.
+    pub chat_id: ChatId,
+    /// The author; must be a member.
+    pub sender_id: UserId,
+    /// The text.
+    pub body: String,
+}
+
+/// A checked message, ready to write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendMessage {
+    /// The new message's id.
+    pub id: MessageId,
+    /// The chat.
+    pub chat_id: ChatId,
+    /// The author.
+    pub sender_id: UserId,
+    /// The text, 1 to 4,000 characters, as sent (not trimmed: whitespace in a
+    /// message is the author's).
+    pub body: String,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+}
+
+impl SendMessage {
+    /// Checks the body: 1 to 4,000 characters, not only whitespace.
+    pub fn validate(input: NewMessage) -> Result<Self, ValidationErrors> {
+        let mut check = Checker::default();
+        let chars = input.body.chars().count();
+        if input.body.trim().is_empty() {
+            check.fail("body", "must not be empty");
+        } else if chars > MESSAGE_BODY_MAX_CHARS {
+            check.fail(
+                "body",
+                format!("must be at most {MESSAGE_BODY_MAX_CHARS} characters, got {chars}"),
+            );
+        }
+        check.finish()?;
+        Ok(Self {
+            id: MessageId::generate(),
+            chat_id: input.chat_id,
+            sender_id: input.sender_id,
+            body: input.body,
+            created_at: Utc::now(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use uuid::Uuid;
+
+    fn user(n: u128) -> UserId {
+        UserId::from_uuid(Uuid::from_u128(n))
+    }
+
+    #[test]
+    fn creator_is_first_and_duplicates_collapse() {
+        let ids = collapse_members(user(1), &[user(2), user(1), user(2), user(3)]);
+        assert_eq!(ids, vec![user(1), user(2), user(3)]);
+    }
+
+    #[test]
+    fn too_many_members_is_rejected_after_collapse() {
+        let limits = Limits {
+            chat_max_members: 3,
+            ..Limits::default()
+        };
+        let ok = NewChat {
+            name: "r".into(),
+            creator_id: user(1),
+            member_ids: vec![user(2), user(3), user(3), user(1)],
+        };
+        assert_eq!(CreateChat::validate(ok.clone(), &limits).unwrap().member_ids.len(), 3);
+        let too_many = NewChat {
+            member_ids: vec![user(2), user(3), user(4)],
+            ..ok
+        };
+        let err = CreateChat::validate(too_many, &limits).unwrap_err();
+        assert_eq!(err.0[0].field, "member_ids");
+    }
+
+    #[test]
+    fn names_and_bodies_are_checked_in_characters() {
+        assert!(NewUser::validate("  ").is_err());
+        assert!(NewUser::validate(&"é".repeat(100)).is_ok());
+        assert!(NewUser::validate(&"é".repeat(101)).is_err());
+        let msg = |body: String| NewMessage {
+            chat_id: ChatId::generate(),
+            sender_id: user(1),
+            body,
+        };
+        assert!(SendMessage::validate(msg("ü".repeat(4000))).is_ok());
+        assert!(SendMessage::validate(msg("ü".repeat(4001))).is_err());
+        assert!(SendMessage::validate(msg(" \n".into())).is_err());
+    }
+
+    #[test]
+    fn bulk_users_need_exactly_one_source_and_a_bound() {
+        let limits = Limits {
+            users_bulk_max: 10,
+            ..Limits::default()
+        };
+        assert_eq!(NewUser::validate_bulk(None, Some(10), None, &limits).unwrap().len(), 10);
+        assert!(NewUser::validate_bulk(None, Some(11), None, &limits).is_err());
+        assert!(NewUser::validate_bulk(None, Some(0), None, &limits).is_err());
+        assert!(NewUser::validate_bulk(None, None, None, &limits).is_err());
+        let names = vec!["a".to_owned(), String::new()];
+        let err = NewUser::validate_bulk(Some(&names), None, None, &limits).unwrap_err();
+        assert_eq!(err.0.len(), 1);
+    }
+
+    proptest! {
+        #[test]
+        fn collapse_keeps_each_id_once_creator_first(
+            creator in 0u128..20,
+            members in proptest::collection::vec(0u128..20, 0..60),
+        ) {
+            let members: Vec<UserId> = members.into_iter().map(user).collect();
+            let out = collapse_members(user(creator), &members);
+            prop_assert_eq!(out[0], user(creator));
+            let unique: HashSet<_> = out.iter().copied().collect();
+            prop_assert_eq!(unique.len(), out.len());
+            let mut expected: HashSet<_> = members.iter().copied().collect();
+            expected.insert(user(creator));
+            prop_assert_eq!(unique, expected);
+        }
+    }
+}

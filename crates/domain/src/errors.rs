@@ -1,0 +1,104 @@
+//! Errors of the domain's ports.
+//!
+//! Policy: validation failures are [`crate::ValidationErrors`] and are raised
+//! before any I/O. Everything a repository can answer is a
+//! [`RepositoryError`]: the variants a client can act on carry what it needs
+//! (which users are unknown, which resource is missing); infrastructure
+//! failures are either `Unavailable` (retry later: pool exhausted, database
+//! down) or `Internal` (a bug or an unexpected database answer), and keep
+//! their source for the log. The HTTP layer maps each variant to one status.
+
+use std::error::Error as StdError;
+use std::fmt;
+
+use uuid::Uuid;
+
+use crate::ids::{ChatId, UserId};
+
+/// A kind of stored resource, for "not found" answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Entity {
+    /// A user.
+    User,
+    /// A chat.
+    Chat,
+    /// A message.
+    Message,
+}
+
+impl fmt::Display for Entity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::User => "user",
+            Self::Chat => "chat",
+            Self::Message => "message",
+        })
+    }
+}
+
+/// Why storage could not serve the request right now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnavailableReason {
+    /// No pooled connection became free within the acquire timeout.
+    PoolTimeout,
+    /// A connection could not be opened, or broke.
+    Connection,
+    /// The database cancelled the statement (statement or lock timeout).
+    Timeout,
+    /// The transaction lost a serialization or deadlock race; retrying helps.
+    Contention,
+}
+
+impl fmt::Display for UnavailableReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::PoolTimeout => "no database connection became free in time",
+            Self::Connection => "the database could not be reached",
+            Self::Timeout => "the database cancelled a statement that ran too long",
+            Self::Contention => "the transaction conflicted with another one",
+        })
+    }
+}
+
+/// What a repository answers when it cannot do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum RepositoryError {
+    /// The resource does not exist.
+    #[error("{entity} {id} not found")]
+    NotFound {
+        /// Its kind.
+        entity: Entity,
+        /// Its id.
+        id: Uuid,
+    },
+    /// Some user ids named in the request do not exist; nothing was written.
+    #[error("unknown users: {}", list_ids(.0))]
+    UnknownUsers(Vec<UserId>),
+    /// The sender is not a member of the chat.
+    #[error("user {user_id} is not a member of chat {chat_id}")]
+    NotAMember {
+        /// The chat.
+        chat_id: ChatId,
+        /// The would-be sender.
+        user_id: UserId,
+    },
+    /// The write collides with an existing row.
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// Storage cannot serve now; the client may retry.
+    #[error("storage unavailable: {reason}")]
+    Unavailable {
+        /// What ran out or broke.
+        reason: UnavailableReason,
+        /// The underlying error, for the log.
+        #[source]
+        source: Box<dyn StdError + Send + Sync>,
+    },
+    /// Anything else: a bug or an unexpected database answer.
+    #[error("internal storage error")]
+    Internal(#[source] Box<dyn StdError + Send + Sync>),
+}
+
+fn list_ids(ids: &[UserId]) -> String {
+    ids.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+}

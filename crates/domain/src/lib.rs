@@ -1,0 +1,25 @@
+//! chatlab's domain: what a chat room is, what may be written, and the ports
+//! (traits) through which the write path reaches storage.
+//!
+//! This crate does no I/O and depends on no database, HTTP or Kafka crate;
+//! `persistence` and `api` depend on it, never the other way round.
+
+pub mod commands;
+pub mod entities;
+pub mod errors;
+pub mod ids;
+pub mod limits;
+pub mod paging;
+pub mod ports;
+pub mod strategy;
+pub mod validation;
+
+pub use commands::{CreateChat, NewChat, NewMessage, NewUser, SendMessage};
+pub use entities::{Chat, ChatCreated, Member, Message, MessageKind, User};
+pub use errors::{Entity, RepositoryError, UnavailableReason};
+pub use ids::{ChatId, MessageId, UserId};
+pub use limits::Limits;
+pub use paging::{Page, PageRequest};
+pub use ports::{ChatRepository, HealthCheck, MessageRepository, UserRepository};
+pub use strategy::{InsertStrategy, UnknownStrategy};
+pub use validation::{FieldError, ValidationErrors};

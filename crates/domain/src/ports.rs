@@ -1,0 +1,73 @@
+//! The ports: what the API needs from storage. `persistence` implements them
+//! on PostgreSQL; the transaction boundary of each write is inside the
+//! implementation, so one call is one atomic write.
+
+use async_trait::async_trait;
+
+use crate::commands::{CreateChat, NewUser, SendMessage};
+use crate::entities::{Chat, ChatCreated, Member, Message, User};
+use crate::errors::RepositoryError;
+use crate::ids::{ChatId, MessageId, UserId};
+use crate::paging::{Page, PageRequest};
+use crate::strategy::InsertStrategy;
+
+/// Users.
+#[async_trait]
+pub trait UserRepository: Send + Sync {
+    /// Writes one user.
+    async fn create_user(&self, user: NewUser) -> Result<User, RepositoryError>;
+
+    /// Writes many users in one transaction through multi-row INSERTs (the
+    /// batch path, for seeding load tests). All or none are written.
+    async fn create_users(&self, users: Vec<NewUser>) -> Result<Vec<UserId>, RepositoryError>;
+
+    /// Reads one user; `NotFound` if absent.
+    async fn get_user(&self, id: UserId) -> Result<User, RepositoryError>;
+}
+
+/// Chats and their members.
+#[async_trait]
+pub trait ChatRepository: Send + Sync {
+    /// createChat: the chat row, its member rows (by `strategy`) and the
+    /// "room created" system message, in one transaction. Unknown member ids
+    /// answer `UnknownUsers` listing every one of them, and nothing is written.
+    async fn create_chat(
+        &self,
+        command: CreateChat,
+        strategy: InsertStrategy,
+    ) -> Result<ChatCreated, RepositoryError>;
+
+    /// Reads a chat with its member count; `NotFound` if absent.
+    async fn get_chat(&self, id: ChatId) -> Result<Chat, RepositoryError>;
+
+    /// Members ordered by user id, after the cursor; `NotFound` if the chat
+    /// does not exist.
+    async fn list_members(
+        &self,
+        chat_id: ChatId,
+        page: PageRequest<UserId>,
+    ) -> Result<Page<Member, UserId>, RepositoryError>;
+}
+
+/// Messages.
+#[async_trait]
+pub trait MessageRepository: Send + Sync {
+    /// Writes a talk message. `NotFound` if the chat does not exist,
+    /// `NotAMember` if the sender is not one of its members.
+    async fn send_message(&self, command: SendMessage) -> Result<Message, RepositoryError>;
+
+    /// Messages newest first, strictly older than the cursor; `NotFound` if
+    /// the chat does not exist.
+    async fn list_messages(
+        &self,
+        chat_id: ChatId,
+        page: PageRequest<MessageId>,
+    ) -> Result<Page<Message, MessageId>, RepositoryError>;
+}
+
+/// Readiness of the storage behind the ports.
+#[async_trait]
+pub trait HealthCheck: Send + Sync {
+    /// Succeeds when a pooled connection answers a query.
+    async fn ping(&self) -> Result<(), RepositoryError>;
+}

@@ -1,0 +1,73 @@
+//! How createChat writes its member rows. The three strategies write exactly
+//! the same rows; they differ in statements, round trips and server work.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// The member insert strategy of createChat (`CHAT_INSERT_STRATEGY`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum InsertStrategy {
+    /// One single-row INSERT per member: N round trips, one cached prepared
+    /// statement reused N times. The seed's behaviour before its fix.
+    PerRow,
+    /// One multi-row `INSERT ... VALUES (..), (..)` per chunk of rows, chunked
+    /// below PostgreSQL's 65,535 bind parameters. Its SQL text changes with
+    /// the row count, so it is parsed and planned afresh every time.
+    #[default]
+    Batch,
+    /// One `INSERT ... SELECT ... FROM unnest($n::uuid[])`: three bind
+    /// parameters for any member count, one cached prepared statement.
+    Unnest,
+}
+
+impl InsertStrategy {
+    /// Every strategy, in a stable order.
+    pub const ALL: [InsertStrategy; 3] = [Self::PerRow, Self::Batch, Self::Unnest];
+
+    /// The name used in env vars, headers, metrics labels and logs.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::PerRow => "per_row",
+            Self::Batch => "batch",
+            Self::Unnest => "unnest",
+        }
+    }
+}
+
+impl fmt::Display for InsertStrategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A strategy name that is not one of `per_row`, `batch`, `unnest`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown insert strategy {0:?}: expected one of per_row, batch, unnest")]
+pub struct UnknownStrategy(pub String);
+
+impl FromStr for InsertStrategy {
+    type Err = UnknownStrategy;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "per_row" | "per-row" | "perrow" => Ok(Self::PerRow),
+            "batch" => Ok(Self::Batch),
+            "unnest" => Ok(Self::Unnest),
+            _ => Err(UnknownStrategy(s.to_owned())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for s in InsertStrategy::ALL {
+            assert_eq!(s.as_str().parse::<InsertStrategy>(), Ok(s));
+        }
+        assert_eq!(" Per-Row ".parse::<InsertStrategy>(), Ok(InsertStrategy::PerRow));
+        assert!("bulk".parse::<InsertStrategy>().is_err());
+    }
+}

@@ -1,0 +1,101 @@
+//! Database settings, filled in by the caller (the `api` crate reads them
+//! from env vars; tests build them directly).
+
+use std::time::Duration;
+
+use secrecy::SecretString;
+
+/// How a pooled connection is checked when it is handed out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Recycle {
+    /// Only check that no transaction was left open: no round trip. A
+    /// connection that died while idle fails its first statement instead;
+    /// bb8 then drops it as broken and the request answers 503. The default,
+    /// because `verified` adds a round trip to every request, and that round
+    /// trip would sit inside the very connection use time chatlab measures.
+    #[default]
+    Fast,
+    /// Also run `SELECT 1` on every checkout: one more round trip per
+    /// request, in exchange for never handing out a dead connection.
+    Verified,
+}
+
+impl std::str::FromStr for Recycle {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "fast" => Ok(Self::Fast),
+            "verified" => Ok(Self::Verified),
+            other => Err(format!("expected fast or verified, got {other:?}")),
+        }
+    }
+}
+
+/// PostgreSQL session settings applied to every new connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionSettings {
+    /// `application_name`, shown in `pg_stat_activity`.
+    pub application_name: String,
+    /// `statement_timeout`; zero disables it.
+    pub statement_timeout: Duration,
+    /// `lock_timeout`; zero disables it.
+    pub lock_timeout: Duration,
+    /// `idle_in_transaction_session_timeout`; zero disables it.
+    pub idle_in_transaction_timeout: Duration,
+}
+
+impl Default for SessionSettings {
+    fn default() -> Self {
+        Self {
+            application_name: "chatlab".to_owned(),
+            statement_timeout: Duration::from_secs(30),
+            lock_timeout: Duration::from_secs(5),
+            idle_in_transaction_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Connection pool and database settings.
+#[derive(Debug, Clone)]
+pub struct DbConfig {
+    /// `postgres://` URL; secret because it may hold a password.
+    pub url: SecretString,
+    /// Most connections the pool opens.
+    pub pool_max_size: u32,
+    /// Idle connections the pool keeps open; `None` lets it shrink to zero.
+    pub pool_min_idle: Option<u32>,
+    /// How long a request waits for a free connection before it gets 503.
+    pub acquire_timeout: Duration,
+    /// Connections older than this are closed when returned.
+    pub max_lifetime: Option<Duration>,
+    /// Idle connections beyond `pool_min_idle` are closed after this long.
+    pub idle_timeout: Option<Duration>,
+    /// Checkout check.
+    pub recycle: Recycle,
+    /// Session settings for each new connection.
+    pub session: SessionSettings,
+}
+
+impl DbConfig {
+    /// Settings with chatlab's defaults for everything but the URL.
+    pub fn with_url(url: impl Into<String>) -> Self {
+        Self {
+            url: SecretString::from(url.into()),
+            pool_max_size: default_pool_size(),
+            pool_min_idle: None,
+            acquire_timeout: Duration::from_millis(5000),
+            max_lifetime: Some(Duration::from_secs(30 * 60)),
+            idle_timeout: Some(Duration::from_secs(10 * 60)),
+            recycle: Recycle::default(),
+            session: SessionSettings::default(),
+        }
+    }
+}
+
+/// HikariCP's formula, `cores × 2 + effective spindles`, with one spindle:
+/// enough connections to keep every core busy while others wait on I/O.
+pub fn default_pool_size() -> u32 {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    u32::try_from(cores * 2 + 1).unwrap_or(u32::MAX)
+}

@@ -1,0 +1,147 @@
+//! createChat's transaction body and the member insert strategies.
+//!
+//! The functions here take a `&mut AsyncPgConnection` that is already inside
+//! a transaction; [`crate::store::PgStore::create_chat`] opens it, so the
+//! boundary is visible in one place.
+
+use chrono::{DateTime, Utc};
+use diesel::QueryResult;
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use uuid::Uuid;
+
+use chatlab_domain::{CreateChat, InsertStrategy, MessageKind};
+
+use crate::models::{ChatRow, MemberRow, MessageRow};
+use crate::queries::InsertMembersUnnest;
+use crate::schema::{chat_members, chats, messages};
+
+/// PostgreSQL's limit on bind parameters in one statement (a 16-bit count in
+/// the wire protocol's Bind message).
+pub(crate) const MAX_BIND_PARAMS: usize = 65_535;
+
+/// Most rows one multi-row INSERT of `columns` columns may carry.
+pub(crate) const fn rows_per_statement(columns: usize) -> usize {
+    MAX_BIND_PARAMS / columns
+}
+
+/// Member rows per batch statement: 21,845 (three columns each).
+pub(crate) const MEMBER_ROWS_PER_STATEMENT: usize = rows_per_statement(3);
+
+/// What a write sent: INSERT statements and rows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct WriteCount {
+    pub statements: u64,
+    pub rows: u64,
+}
+
+impl WriteCount {
+    fn add(self, other: WriteCount) -> WriteCount {
+        WriteCount {
+            statements: self.statements + other.statements,
+            rows: self.rows + other.rows,
+        }
+    }
+}
+
+/// The three steps of createChat: chat row, member rows, system message.
+pub(crate) async fn create_chat_inner(
+    conn: &mut AsyncPgConnection,
+    command: &CreateChat,
+    strategy: InsertStrategy,
+) -> QueryResult<WriteCount> {
+    let chat_id = command.chat_id.as_uuid();
+    diesel::insert_into(chats::table)
+        .values(ChatRow {
+            id: chat_id,
+            name: command.name.clone(),
+            creator_id: command.creator_id.as_uuid(),
+            created_at: command.created_at,
+        })
+        .execute(conn)
+        .await?;
+    let members: Vec<Uuid> = command.member_ids.iter().map(|id| id.as_uuid()).collect();
+    let written = insert_members(conn, chat_id, &members, command.created_at, strategy).await?;
+    diesel::insert_into(messages::table)
+        .values(MessageRow {
+            id: command.system_message_id.as_uuid(),
+            chat_id,
+            sender_id: None,
+            kind: MessageKind::System.as_str().to_owned(),
+            body: command.system_message_body.to_owned(),
+            created_at: command.created_at,
+        })
+        .execute(conn)
+        .await?;
+    Ok(written.add(WriteCount {
+        statements: 2,
+        rows: 2,
+    }))
+}
+
+/// Inserts one membership row per id, by `strategy`. The ids must be
+/// distinct (the domain collapses duplicates).
+pub(crate) async fn insert_members(
+    conn: &mut AsyncPgConnection,
+    chat_id: Uuid,
+    user_ids: &[Uuid],
+    joined_at: DateTime<Utc>,
+    strategy: InsertStrategy,
+) -> QueryResult<WriteCount> {
+    let row = |user_id: Uuid| MemberRow {
+        chat_id,
+        user_id,
+        joined_at,
+    };
+    let mut count = WriteCount::default();
+    match strategy {
+        // A single-row INSERT has a fixed shape, so diesel prepares it once
+        // per connection and reuses it: each member costs a Bind/Execute
+        // round trip, not a parse and plan.
+        InsertStrategy::PerRow => {
+            for &user_id in user_ids {
+                count.rows += diesel::insert_into(chat_members::table)
+                    .values(row(user_id))
+                    .execute(conn)
+                    .await? as u64;
+                count.statements += 1;
+            }
+        }
+        // A multi-row INSERT's SQL text depends on its row count, so diesel
+        // never caches it: every statement is parsed and planned afresh.
+        // Chunks keep each one under PostgreSQL's 65,535 bind parameters.
+        InsertStrategy::Batch => {
+            let rows: Vec<MemberRow> = user_ids.iter().copied().map(row).collect();
+            for chunk in rows.chunks(MEMBER_ROWS_PER_STATEMENT) {
+                count.rows += diesel::insert_into(chat_members::table)
+                    .values(chunk)
+                    .execute(conn)
+                    .await? as u64;
+                count.statements += 1;
+            }
+        }
+        // Three bind parameters for any count: one cached statement.
+        InsertStrategy::Unnest => {
+            count.rows += InsertMembersUnnest {
+                chat_id,
+                joined_at,
+                user_ids: user_ids.to_vec(),
+            }
+            .execute(conn)
+            .await? as u64;
+            count.statements += 1;
+        }
+    }
+    Ok(count)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_stay_under_the_bind_parameter_limit() {
+        assert_eq!(MEMBER_ROWS_PER_STATEMENT, 21_845);
+        assert!(MEMBER_ROWS_PER_STATEMENT * 3 <= MAX_BIND_PARAMS);
+        assert!((MEMBER_ROWS_PER_STATEMENT + 1) * 3 > MAX_BIND_PARAMS);
+    }
+}

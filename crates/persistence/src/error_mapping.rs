@@ -1,0 +1,80 @@
+//! Storage errors to domain errors, by meaning.
+
+use diesel::result::{DatabaseErrorKind, Error as DieselError};
+
+use chatlab_domain::{RepositoryError, UnavailableReason};
+
+use crate::errors::PersistenceError;
+
+impl From<PersistenceError> for RepositoryError {
+    fn from(err: PersistenceError) -> Self {
+        let unavailable = |reason, err: PersistenceError| RepositoryError::Unavailable {
+            reason,
+            source: Box::new(err),
+        };
+        match err {
+            PersistenceError::PoolTimeout => unavailable(UnavailableReason::PoolTimeout, err),
+            PersistenceError::Connect(_) | PersistenceError::Establish(_) => {
+                unavailable(UnavailableReason::Connection, err)
+            }
+            PersistenceError::Query(ref q) => match classify(q) {
+                Classified::Unavailable(reason) => unavailable(reason, err),
+                Classified::Conflict(what) => RepositoryError::Conflict(what),
+                Classified::Other => RepositoryError::Internal(Box::new(err)),
+            },
+            PersistenceError::Migration(_) | PersistenceError::Corrupt(_) => {
+                RepositoryError::Internal(Box::new(err))
+            }
+        }
+    }
+}
+
+enum Classified {
+    Unavailable(UnavailableReason),
+    Conflict(String),
+    Other,
+}
+
+fn classify(err: &DieselError) -> Classified {
+    let DieselError::DatabaseError(kind, info) = err else {
+        return Classified::Other;
+    };
+    let message = info.message();
+    match kind {
+        DatabaseErrorKind::UniqueViolation => Classified::Conflict(
+            info.constraint_name()
+                .map_or_else(|| "duplicate key".to_owned(), |c| format!("{c} already taken")),
+        ),
+        DatabaseErrorKind::ClosedConnection => {
+            Classified::Unavailable(UnavailableReason::Connection)
+        }
+        DatabaseErrorKind::SerializationFailure => {
+            Classified::Unavailable(UnavailableReason::Contention)
+        }
+        // SQLSTATE 57014 (statement_timeout) and 55P03 (lock_timeout) have no
+        // DatabaseErrorKind of their own; their messages are stable.
+        _ if message.starts_with("canceling statement due to")
+            || message.starts_with("could not obtain lock") =>
+        {
+            Classified::Unavailable(UnavailableReason::Timeout)
+        }
+        _ if message.starts_with("deadlock detected") => {
+            Classified::Unavailable(UnavailableReason::Contention)
+        }
+        _ if message.contains("terminating connection")
+            || message.contains("connection closed")
+            || message.contains("too many clients") =>
+        {
+            Classified::Unavailable(UnavailableReason::Connection)
+        }
+        _ => Classified::Other,
+    }
+}
+
+/// Whether `err` is a foreign-key violation (an unknown user or chat id).
+pub(crate) fn is_foreign_key_violation(err: &DieselError) -> bool {
+    matches!(
+        err,
+        DieselError::DatabaseError(DatabaseErrorKind::ForeignKeyViolation, _)
+    )
+}

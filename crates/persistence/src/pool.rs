@@ -1,0 +1,127 @@
+//! The bb8 pool of diesel-async connections, and the instrumented checkout
+//! every repository call goes through.
+
+use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
+use std::time::Instant;
+
+use bb8::RunError;
+use diesel_async::AsyncPgConnection;
+use diesel_async::pooled_connection::AsyncDieselConnectionManager;
+use diesel_async::pooled_connection::bb8::{Pool, PooledConnection};
+use secrecy::ExposeSecret;
+
+use crate::config::DbConfig;
+use crate::errors::PersistenceError;
+use crate::pool_metrics::{PoolMetrics, secs};
+use crate::session_settings::manager_config;
+
+/// A pool of PostgreSQL connections with metrics on every checkout.
+#[derive(Clone)]
+pub struct DbPool {
+    pool: Pool<AsyncPgConnection>,
+    metrics: Arc<PoolMetrics>,
+}
+
+impl std::fmt::Debug for DbPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DbPool")
+            .field("state", &self.pool.state())
+            .finish_non_exhaustive()
+    }
+}
+
+impl DbPool {
+    /// Builds the pool. It opens no connection up front (beyond
+    /// `pool_min_idle`, in the background), so the server can start while
+    /// the database is still coming up; `/readyz` tells when it answers.
+    pub fn new(config: &DbConfig, metrics: Arc<PoolMetrics>) -> Self {
+        let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(
+            config.url.expose_secret(),
+            manager_config(&config.session, config.recycle, metrics.clone()),
+        );
+        let pool = Pool::builder()
+            .max_size(config.pool_max_size.max(1))
+            .min_idle(config.pool_min_idle)
+            .connection_timeout(config.acquire_timeout)
+            .max_lifetime(config.max_lifetime)
+            .idle_timeout(config.idle_timeout)
+            .test_on_check_out(true)
+            .build_unchecked(manager);
+        metrics.max.set(i64::from(config.pool_max_size.max(1)));
+        Self { pool, metrics }
+    }
+
+    /// Checks a connection out, counting the caller as pending while it
+    /// waits and recording wait time; the returned guard records use time
+    /// when it is dropped (the moment the connection goes back).
+    pub async fn checkout(&self) -> Result<CheckedOut<'_>, PersistenceError> {
+        let waiting = self.metrics.enter_pending();
+        let started = Instant::now();
+        let result = self.pool.get().await;
+        drop(waiting);
+        self.metrics.wait_time.observe(secs(started.elapsed()));
+        match result {
+            Ok(conn) => Ok(CheckedOut {
+                conn,
+                since: Instant::now(),
+                metrics: &self.metrics,
+            }),
+            Err(RunError::TimedOut) => {
+                self.metrics.timeouts.inc();
+                Err(PersistenceError::PoolTimeout)
+            }
+            Err(RunError::User(e)) => Err(PersistenceError::Connect(e)),
+        }
+    }
+
+    /// Connections open and idle right now.
+    pub fn connections(&self) -> (u32, u32) {
+        let s = self.pool.state();
+        (s.connections, s.idle_connections)
+    }
+
+    /// Most connections the pool may open.
+    pub fn max_size(&self) -> u32 {
+        self.pool.config().max_size
+    }
+
+    /// Copies the pool's state into the gauges; call before a scrape.
+    pub fn refresh_metrics(&self) {
+        let (connections, idle) = self.connections();
+        self.metrics.refresh(connections, idle, self.max_size());
+    }
+
+    /// The pool's metrics.
+    pub fn metrics(&self) -> &Arc<PoolMetrics> {
+        &self.metrics
+    }
+}
+
+/// A checked-out connection. Dereferences to the connection; records the
+/// connection's use time when dropped.
+pub struct CheckedOut<'a> {
+    conn: PooledConnection<'a, AsyncPgConnection>,
+    since: Instant,
+    metrics: &'a PoolMetrics,
+}
+
+impl Deref for CheckedOut<'_> {
+    type Target = AsyncPgConnection;
+
+    fn deref(&self) -> &Self::Target {
+        &self.conn
+    }
+}
+
+impl DerefMut for CheckedOut<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.conn
+    }
+}
+
+impl Drop for CheckedOut<'_> {
+    fn drop(&mut self) {
+        self.metrics.use_time.observe(secs(self.since.elapsed()));
+    }
+}

@@ -1,0 +1,51 @@
+//! The send-message insert, with its membership check in the same statement.
+
+use chrono::{DateTime, Utc};
+use diesel::pg::Pg;
+use diesel::query_builder::{AstPass, QueryFragment, QueryId};
+use diesel::sql_types::{Text, Timestamptz, Uuid as SqlUuid};
+use diesel::QueryResult;
+use uuid::Uuid;
+
+/// `INSERT INTO messages (...) SELECT $1, $2, $3, 'talk', $4, $5
+///  WHERE EXISTS (SELECT 1 FROM chat_members WHERE chat_id = $6 AND user_id = $7)`.
+///
+/// One round trip checks membership and writes the message atomically; it
+/// affects one row, or none when the sender is not a member (or the chat
+/// does not exist), which the caller then tells apart off the happy path.
+#[derive(Debug, Clone, QueryId)]
+pub struct InsertTalkIfMember {
+    /// New message id.
+    pub id: Uuid,
+    /// The chat.
+    pub chat_id: Uuid,
+    /// The sender.
+    pub sender_id: Uuid,
+    /// The text.
+    pub body: String,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+}
+
+impl QueryFragment<Pg> for InsertTalkIfMember {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
+        out.push_sql(
+            "INSERT INTO messages (id, chat_id, sender_id, kind, body, created_at) SELECT ",
+        );
+        out.push_bind_param::<SqlUuid, _>(&self.id)?;
+        out.push_sql(", ");
+        out.push_bind_param::<SqlUuid, _>(&self.chat_id)?;
+        out.push_sql(", ");
+        out.push_bind_param::<SqlUuid, _>(&self.sender_id)?;
+        out.push_sql(", 'talk', ");
+        out.push_bind_param::<Text, _>(&self.body)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Timestamptz, _>(&self.created_at)?;
+        out.push_sql(" WHERE EXISTS (SELECT 1 FROM chat_members WHERE chat_id = ");
+        out.push_bind_param::<SqlUuid, _>(&self.chat_id)?;
+        out.push_sql(" AND user_id = ");
+        out.push_bind_param::<SqlUuid, _>(&self.sender_id)?;
+        out.push_sql(")");
+        Ok(())
+    }
+}

@@ -1,0 +1,11 @@
+//! Hand-built statements that diesel's DSL cannot express, written as
+//! `QueryFragment`s with a fixed SQL text and a static `QueryId`: diesel
+//! then caches their prepared statement by type, exactly like its own
+//! fixed-shape queries. (`diesel::sql_query` would not be cached: diesel
+//! marks raw SQL unsafe to cache, since it cannot know the text is fixed.)
+
+mod insert_members_unnest;
+mod insert_talk_if_member;
+
+pub use insert_members_unnest::InsertMembersUnnest;
+pub use insert_talk_if_member::InsertTalkIfMember;

@@ -1,0 +1,47 @@
+//! Diesel's view of the tables in `migrations/`, in `diesel print-schema`'s
+//! layout (regenerate with `diesel print-schema` after changing a migration).
+// @generated automatically by Diesel CLI.
+
+diesel::table! {
+    chat_members (chat_id, user_id) {
+        chat_id -> Uuid,
+        user_id -> Uuid,
+        joined_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    chats (id) {
+        id -> Uuid,
+        name -> Text,
+        creator_id -> Uuid,
+        created_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    messages (id) {
+        id -> Uuid,
+        chat_id -> Uuid,
+        sender_id -> Nullable<Uuid>,
+        kind -> Text,
+        body -> Text,
+        created_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    users (id) {
+        id -> Uuid,
+        name -> Text,
+        created_at -> Timestamptz,
+    }
+}
+
+diesel::joinable!(chat_members -> chats (chat_id));
+diesel::joinable!(chat_members -> users (user_id));
+diesel::joinable!(chats -> users (creator_id));
+diesel::joinable!(messages -> chats (chat_id));
+diesel::joinable!(messages -> users (sender_id));
+
+diesel::allow_tables_to_appear_in_same_query!(chat_members, chats, messages, users,);

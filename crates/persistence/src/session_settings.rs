@@ -1,0 +1,85 @@
+//! The one place every new connection is configured: PostgreSQL session
+//! settings applied right after connecting, in one round trip.
+
+use std::time::{Duration, Instant};
+
+use diesel::ConnectionResult;
+use diesel_async::pooled_connection::{ManagerConfig, RecyclingMethod};
+use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
+use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
+
+use crate::config::{Recycle, SessionSettings};
+use crate::pool_metrics::{PoolMetrics, secs};
+
+/// The `SET` statements for `settings`, as one batch.
+pub(crate) fn set_statements(settings: &SessionSettings) -> String {
+    let quoted = settings.application_name.replace('\'', "''");
+    format!(
+        "SET application_name = '{quoted}'; SET statement_timeout = {}; \
+         SET lock_timeout = {}; SET idle_in_transaction_session_timeout = {};",
+        millis(settings.statement_timeout),
+        millis(settings.lock_timeout),
+        millis(settings.idle_in_transaction_timeout),
+    )
+}
+
+fn millis(d: Duration) -> u128 {
+    d.as_millis()
+}
+
+/// Opens a connection and applies the session settings.
+pub(crate) async fn connect(url: &str, set_sql: &str) -> ConnectionResult<AsyncPgConnection> {
+    let mut conn = AsyncPgConnection::establish(url).await?;
+    conn.batch_execute(set_sql)
+        .await
+        .map_err(|e| diesel::ConnectionError::BadConnection(format!("session settings: {e}")))?;
+    Ok(conn)
+}
+
+/// diesel-async's manager configuration: our connect, our recycle check.
+pub(crate) fn manager_config(
+    settings: &SessionSettings,
+    recycle: Recycle,
+    metrics: std::sync::Arc<PoolMetrics>,
+) -> ManagerConfig<AsyncPgConnection> {
+    let set_sql = set_statements(settings);
+    let mut config = ManagerConfig::default();
+    config.recycling_method = match recycle {
+        Recycle::Fast => RecyclingMethod::Fast,
+        Recycle::Verified => RecyclingMethod::Verified,
+    };
+    config.custom_setup = Box::new(
+        move |url: &str| -> BoxFuture<'_, ConnectionResult<AsyncPgConnection>> {
+            let set_sql = set_sql.clone();
+            let metrics = metrics.clone();
+            async move {
+                let started = Instant::now();
+                let conn = connect(url, &set_sql).await;
+                metrics.create_time.observe(secs(started.elapsed()));
+                conn
+            }
+            .boxed()
+        },
+    );
+    config
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_render_in_milliseconds_and_quote_the_name() {
+        let sql = set_statements(&SessionSettings {
+            application_name: "it's".into(),
+            statement_timeout: Duration::from_secs(2),
+            lock_timeout: Duration::from_millis(250),
+            idle_in_transaction_timeout: Duration::ZERO,
+        });
+        assert!(sql.contains("application_name = 'it''s'"));
+        assert!(sql.contains("statement_timeout = 2000;"));
+        assert!(sql.contains("lock_timeout = 250;"));
+        assert!(sql.contains("idle_in_transaction_session_timeout = 0;"));
+    }
+}

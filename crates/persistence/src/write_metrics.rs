@@ -1,0 +1,69 @@
+//! What createChat sends, per strategy: INSERT statements and rows. The
+//! statement count is what distinguishes the strategies on the wire (52 for a
+//! 50-member chat per row, 3 for batch and unnest); BEGIN and COMMIT are the
+//! same for all three and are not counted.
+
+use std::sync::Arc;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
+
+use chatlab_domain::InsertStrategy;
+
+/// Label: the insert strategy.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StrategyLabel {
+    /// `per_row`, `batch` or `unnest`.
+    pub strategy: &'static str,
+}
+
+/// Counters of the createChat write path.
+#[derive(Debug, Clone)]
+pub struct WriteMetrics {
+    /// INSERT statements executed by committed createChat transactions.
+    pub statements: Family<StrategyLabel, Counter>,
+    /// Rows inserted by committed createChat transactions (chat, members,
+    /// system message).
+    pub rows: Family<StrategyLabel, Counter>,
+    /// Committed createChat transactions.
+    pub chats: Family<StrategyLabel, Counter>,
+}
+
+impl WriteMetrics {
+    /// Creates the counters and registers them in `registry`.
+    pub fn register(registry: &mut Registry) -> Arc<Self> {
+        let m = Self {
+            statements: Family::default(),
+            rows: Family::default(),
+            chats: Family::default(),
+        };
+        registry.register(
+            "chatlab_create_chat_statements",
+            "INSERT statements executed by committed createChat transactions",
+            m.statements.clone(),
+        );
+        registry.register(
+            "chatlab_create_chat_rows_inserted",
+            "Rows inserted by committed createChat transactions",
+            m.rows.clone(),
+        );
+        registry.register(
+            "chatlab_create_chat_transactions",
+            "Committed createChat transactions",
+            m.chats.clone(),
+        );
+        Arc::new(m)
+    }
+
+    /// Records one committed createChat.
+    pub fn record(&self, strategy: InsertStrategy, statements: u64, rows: u64) {
+        let label = StrategyLabel {
+            strategy: strategy.as_str(),
+        };
+        self.statements.get_or_create(&label).inc_by(statements);
+        self.rows.get_or_create(&label).inc_by(rows);
+        self.chats.get_or_create(&label).inc();
+    }
+}

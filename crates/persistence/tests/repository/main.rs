@@ -1,0 +1,8 @@
+//! Repository tests against the real PostgreSQL at `DATABASE_URL`, each in
+//! its own database cloned from the migrated template.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod create_chat;
+mod messages;
+mod pool_metrics;
+mod support;

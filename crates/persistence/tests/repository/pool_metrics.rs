@@ -1,0 +1,78 @@
+use chatlab_domain::{ChatRepository, InsertStrategy};
+use prometheus_client::encoding::text::encode;
+
+use crate::support::{command, fixture, seed_users};
+
+fn sample(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no sample {name} in\n{text}"))
+}
+
+#[tokio::test]
+async fn every_checkout_is_timed_and_returned() {
+    let f = fixture().await;
+    let users = seed_users(&f.store, 50).await;
+    let before = {
+        let mut text = String::new();
+        encode(&mut text, &f.registry).unwrap();
+        sample(&text, "db_client_connection_use_time_seconds_count")
+    };
+    f.store
+        .create_chat(command("room", users[0], &users[1..]), InsertStrategy::PerRow)
+        .await
+        .unwrap();
+    f.store.pool().refresh_metrics();
+    let mut text = String::new();
+    encode(&mut text, &f.registry).unwrap();
+
+    assert_eq!(
+        sample(&text, "db_client_connection_use_time_seconds_count"),
+        before + 1.0
+    );
+    assert!(sample(&text, "db_client_connection_use_time_seconds_sum") > 0.0);
+    assert!(sample(&text, "db_client_connection_wait_time_seconds_count") >= 2.0);
+    assert_eq!(
+        sample(&text, "db_client_connection_count{state=\"used\"}"),
+        0.0
+    );
+    assert!(sample(&text, "db_client_connection_count{state=\"idle\"}") >= 1.0);
+    assert_eq!(sample(&text, "db_client_connection_pending_requests"), 0.0);
+    assert_eq!(sample(&text, "db_client_connection_max"), 4.0);
+    // 50 members per row: the chat row, 50 member rows, the system message.
+    assert_eq!(
+        sample(&text, "chatlab_create_chat_statements_total{strategy=\"per_row\"}"),
+        52.0
+    );
+    assert_eq!(
+        sample(&text, "chatlab_create_chat_rows_inserted_total{strategy=\"per_row\"}"),
+        52.0
+    );
+}
+
+#[tokio::test]
+async fn batch_and_unnest_send_three_statements_for_fifty_members() {
+    let f = fixture().await;
+    let users = seed_users(&f.store, 50).await;
+    for strategy in [InsertStrategy::Batch, InsertStrategy::Unnest] {
+        f.store
+            .create_chat(command("room", users[0], &users[1..]), strategy)
+            .await
+            .unwrap();
+    }
+    let mut text = String::new();
+    encode(&mut text, &f.registry).unwrap();
+    for strategy in ["batch", "unnest"] {
+        let label = format!("{{strategy=\"{strategy}\"}}");
+        assert_eq!(
+            sample(&text, &format!("chatlab_create_chat_statements_total{label}")),
+            3.0
+        );
+        assert_eq!(
+            sample(&text, &format!("chatlab_create_chat_rows_inserted_total{label}")),
+            52.0
+        );
+    }
+}

@@ -1,0 +1,233 @@
+//! One PostgreSQL database per test.
+//!
+//! The first test of a run (in any process) migrates a template database,
+//! named after a hash of `migrations/`, under an advisory lock; every test
+//! then clones it with `CREATE DATABASE ... TEMPLATE`, which copies files
+//! instead of replaying DDL, and drops its clone when the [`TestDb`] drops.
+//! Tests therefore run in parallel and never see each other's rows.
+//!
+//! The server comes from `DATABASE_URL` (default
+//! `postgres://postgres@127.0.0.1:5432/postgres`); its database is used only
+//! to issue `CREATE DATABASE` and `DROP DATABASE`.
+#![allow(clippy::expect_used, clippy::unwrap_used)] // test support: failing loudly is the point
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::path::Path;
+use std::time::Duration;
+
+use chatlab_persistence::DbConfig;
+use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
+use tokio::sync::OnceCell;
+
+/// Lock key serialising template creation across test processes.
+const TEMPLATE_LOCK_KEY: i64 = 0x63_6c_74_65_6d_70;
+
+static TEMPLATE: OnceCell<String> = OnceCell::const_new();
+
+/// The server URL tests use, from `DATABASE_URL`.
+pub fn server_url() -> String {
+    std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
+}
+
+/// `url` with its database name replaced by `db`.
+pub fn with_database(url: &str, db: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (url, None),
+    };
+    let authority_end = base.find("://").map_or(0, |i| i + 3);
+    let base = match base[authority_end..].find('/') {
+        Some(slash) => &base[..authority_end + slash],
+        None => base,
+    };
+    match query {
+        Some(q) => format!("{base}/{db}?{q}"),
+        None => format!("{base}/{db}"),
+    }
+}
+
+/// A fresh, migrated database that is dropped with this value.
+#[derive(Debug)]
+pub struct TestDb {
+    name: String,
+    url: String,
+}
+
+impl TestDb {
+    /// Clones the migrated template into a new database.
+    pub async fn new() -> Self {
+        let template = TEMPLATE.get_or_init(ensure_template).await.clone();
+        let name = format!("chatlab_test_{}", uuid::Uuid::now_v7().simple());
+        let mut admin = admin_connection().await;
+        let mut attempt = 0;
+        loop {
+            match admin
+                .batch_execute(&format!("CREATE DATABASE {name} TEMPLATE {template}"))
+                .await
+            {
+                Ok(()) => break,
+                // Another process may still be closing its connection to the
+                // template it just built; that passes within moments.
+                Err(e) if attempt < 50 && e.to_string().contains("being accessed") => {
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => panic!("cannot create test database {name}: {e}"),
+            }
+        }
+        let url = with_database(&server_url(), &name);
+        Self { name, url }
+    }
+
+    /// The database's URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The database's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// chatlab's defaults pointed at this database, with a short acquire
+    /// timeout so a leaked connection fails a test quickly.
+    pub fn config(&self) -> DbConfig {
+        let mut config = DbConfig::with_url(self.url.clone());
+        config.pool_max_size = 4;
+        config.acquire_timeout = Duration::from_secs(10);
+        config
+    }
+
+    /// A direct connection outside any pool, for assertions.
+    pub async fn connect(&self) -> AsyncPgConnection {
+        AsyncPgConnection::establish(&self.url)
+            .await
+            .expect("connect to test database")
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let name = self.name.clone();
+        // Drop may run inside a runtime that is shutting down; a thread with
+        // its own runtime does the async work regardless.
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            runtime.block_on(async move {
+                let mut admin = admin_connection().await;
+                admin
+                    .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                    .await
+            })
+        })
+        .join();
+        if let Ok(Err(e)) = dropped {
+            eprintln!("warning: could not drop test database {}: {e}", self.name);
+        }
+    }
+}
+
+async fn admin_connection() -> AsyncPgConnection {
+    let url = server_url();
+    AsyncPgConnection::establish(&url)
+        .await
+        .unwrap_or_else(|e| panic!("cannot reach PostgreSQL at DATABASE_URL ({url}): {e}"))
+}
+
+/// Name of the template for the current migrations.
+fn template_name() -> String {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../migrations");
+    let mut files = Vec::new();
+    walk(&dir, &mut files);
+    files.sort();
+    let mut hasher = DefaultHasher::new();
+    for file in files {
+        file.strip_prefix(&dir).unwrap_or(&file).hash(&mut hasher);
+        std::fs::read(&file).expect("read migration").hash(&mut hasher);
+    }
+    format!("chatlab_template_{:016x}", hasher.finish())
+}
+
+fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read migrations dir").flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            walk(&path, out);
+        } else {
+            out.push(path);
+        }
+    }
+}
+
+async fn ensure_template() -> String {
+    let name = template_name();
+    let mut admin = admin_connection().await;
+    admin
+        .batch_execute(&format!("SELECT pg_advisory_lock({TEMPLATE_LOCK_KEY})"))
+        .await
+        .expect("lock");
+    let exists: bool = {
+        use diesel::prelude::*;
+        use diesel::sql_types::{Bool, Text};
+        use diesel_async::RunQueryDsl;
+        #[derive(QueryableByName)]
+        struct Exists {
+            #[diesel(sql_type = Bool)]
+            exists: bool,
+        }
+        diesel::sql_query("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1) AS exists")
+            .bind::<Text, _>(&name)
+            .get_result::<Exists>(&mut admin)
+            .await
+            .expect("look up template")
+            .exists
+    };
+    if !exists {
+        let building = format!("{name}_building");
+        // A crashed run may have left a half-built template behind.
+        admin
+            .batch_execute(&format!("DROP DATABASE IF EXISTS {building} WITH (FORCE)"))
+            .await
+            .expect("drop stale template");
+        admin
+            .batch_execute(&format!("CREATE DATABASE {building}"))
+            .await
+            .expect("create template");
+        let url = with_database(&server_url(), &building);
+        chatlab_persistence::migrations::run_pending(&url.into())
+            .await
+            .expect("migrate template");
+        admin
+            .batch_execute(&format!("ALTER DATABASE {building} RENAME TO {name}"))
+            .await
+            .expect("publish template");
+    }
+    admin
+        .batch_execute(&format!("SELECT pg_advisory_unlock({TEMPLATE_LOCK_KEY})"))
+        .await
+        .expect("unlock");
+    name
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replaces_the_database_name() {
+        assert_eq!(
+            with_database("postgres://u@h:5432/postgres", "t1"),
+            "postgres://u@h:5432/t1"
+        );
+        assert_eq!(
+            with_database("postgres://u@h/db?sslmode=disable", "t2"),
+            "postgres://u@h/t2?sslmode=disable"
+        );
+        assert_eq!(with_database("postgres://h", "t3"), "postgres://h/t3");
+    }
+}

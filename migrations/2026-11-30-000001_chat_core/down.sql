@@ -1,0 +1,4 @@
+DROP TABLE messages;
+DROP TABLE chat_members;
+DROP TABLE chats;
+DROP TABLE users;
