@@ -4,13 +4,19 @@
 
 use std::collections::HashSet;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SubsecRound, Utc};
 
 use crate::ids::{ChatId, MessageId, UserId};
 use crate::limits::{
     CHAT_NAME_MAX_CHARS, Limits, MESSAGE_BODY_MAX_CHARS, ROOM_CREATED_BODY, USER_NAME_MAX_CHARS,
 };
 use crate::validation::{Checker, ValidationErrors};
+
+/// The current time at PostgreSQL's precision (microseconds), so that what
+/// a write returns is exactly what a later read returns.
+pub fn now() -> DateTime<Utc> {
+    Utc::now().trunc_subsecs(6)
+}
 
 /// A user to create, checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,7 +38,7 @@ impl NewUser {
         Ok(Self {
             id: UserId::generate(),
             name,
-            created_at: Utc::now(),
+            created_at: now(),
         })
     }
 
@@ -66,18 +72,21 @@ impl NewUser {
         if requested > limits.users_bulk_max {
             check.fail(
                 "names",
-                format!("at most {} users per request, got {requested}", limits.users_bulk_max),
+                format!(
+                    "at most {} users per request, got {requested}",
+                    limits.users_bulk_max
+                ),
             );
         }
         check.finish()?;
-        let now = Utc::now();
+        let created_at = now();
         let mut check = Checker::default();
         let users = names
             .iter()
             .map(|name| NewUser {
                 id: UserId::generate(),
                 name: check.text("names", name, USER_NAME_MAX_CHARS),
-                created_at: now,
+                created_at,
             })
             .collect();
         check.finish()?;
@@ -141,7 +150,7 @@ impl CreateChat {
             member_ids,
             system_message_id: MessageId::generate(),
             system_message_body: ROOM_CREATED_BODY,
-            created_at: Utc::now(),
+            created_at: now(),
         })
     }
 }
@@ -202,7 +211,7 @@ impl SendMessage {
             chat_id: input.chat_id,
             sender_id: input.sender_id,
             body: input.body,
-            created_at: Utc::now(),
+            created_at: now(),
         })
     }
 }
@@ -234,7 +243,13 @@ mod tests {
             creator_id: user(1),
             member_ids: vec![user(2), user(3), user(3), user(1)],
         };
-        assert_eq!(CreateChat::validate(ok.clone(), &limits).unwrap().member_ids.len(), 3);
+        assert_eq!(
+            CreateChat::validate(ok.clone(), &limits)
+                .unwrap()
+                .member_ids
+                .len(),
+            3
+        );
         let too_many = NewChat {
             member_ids: vec![user(2), user(3), user(4)],
             ..ok
@@ -264,7 +279,12 @@ mod tests {
             users_bulk_max: 10,
             ..Limits::default()
         };
-        assert_eq!(NewUser::validate_bulk(None, Some(10), None, &limits).unwrap().len(), 10);
+        assert_eq!(
+            NewUser::validate_bulk(None, Some(10), None, &limits)
+                .unwrap()
+                .len(),
+            10
+        );
         assert!(NewUser::validate_bulk(None, Some(11), None, &limits).is_err());
         assert!(NewUser::validate_bulk(None, Some(0), None, &limits).is_err());
         assert!(NewUser::validate_bulk(None, None, None, &limits).is_err());

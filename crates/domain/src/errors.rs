@@ -100,5 +100,8 @@ pub enum RepositoryError {
 }
 
 fn list_ids(ids: &[UserId]) -> String {
-    ids.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+    ids.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }

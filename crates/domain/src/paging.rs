@@ -1,9 +1,9 @@
 //! Keyset pagination: a page is "the next `limit` rows after this key", so a
 //! page costs the same however deep the client has read.
 
+use crate::ValidationErrors;
 use crate::limits::{PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX};
 use crate::validation::Checker;
-use crate::ValidationErrors;
 
 /// A request for one page, after (or before) a cursor key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,7 +20,10 @@ impl<K> PageRequest<K> {
         let mut check = Checker::default();
         let limit = limit.unwrap_or(PAGE_LIMIT_DEFAULT);
         if !(1..=PAGE_LIMIT_MAX).contains(&limit) {
-            check.fail("limit", format!("must be between 1 and {PAGE_LIMIT_MAX}, got {limit}"));
+            check.fail(
+                "limit",
+                format!("must be between 1 and {PAGE_LIMIT_MAX}, got {limit}"),
+            );
         }
         check.finish()?;
         Ok(Self { cursor, limit })
@@ -60,7 +63,10 @@ mod tests {
         assert!(PageRequest::<u32>::new(None, Some(0)).is_err());
         assert!(PageRequest::<u32>::new(None, Some(101)).is_err());
         assert_eq!(PageRequest::<u32>::new(None, None).unwrap().limit, 50);
-        assert_eq!(PageRequest::<u32>::new(Some(3), Some(100)).unwrap().limit, 100);
+        assert_eq!(
+            PageRequest::<u32>::new(Some(3), Some(100)).unwrap().limit,
+            100
+        );
     }
 
     #[test]

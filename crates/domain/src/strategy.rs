@@ -67,7 +67,10 @@ mod tests {
         for s in InsertStrategy::ALL {
             assert_eq!(s.as_str().parse::<InsertStrategy>(), Ok(s));
         }
-        assert_eq!(" Per-Row ".parse::<InsertStrategy>(), Ok(InsertStrategy::PerRow));
+        assert_eq!(
+            " Per-Row ".parse::<InsertStrategy>(),
+            Ok(InsertStrategy::PerRow)
+        );
         assert!("bulk".parse::<InsertStrategy>().is_err());
     }
 }

@@ -49,7 +49,10 @@ impl Checker {
         if chars == 0 {
             self.fail(field, "must not be empty");
         } else if chars > max_chars {
-            self.fail(field, format!("must be at most {max_chars} characters, got {chars}"));
+            self.fail(
+                field,
+                format!("must be at most {max_chars} characters, got {chars}"),
+            );
         }
         trimmed.to_owned()
     }

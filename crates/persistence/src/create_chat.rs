@@ -27,6 +27,10 @@ pub(crate) const fn rows_per_statement(columns: usize) -> usize {
 /// Member rows per batch statement: 21,845 (three columns each).
 pub(crate) const MEMBER_ROWS_PER_STATEMENT: usize = rows_per_statement(3);
 
+// The largest chunk fits; one row more would not.
+const _: () = assert!(MEMBER_ROWS_PER_STATEMENT * 3 <= MAX_BIND_PARAMS);
+const _: () = assert!((MEMBER_ROWS_PER_STATEMENT + 1) * 3 > MAX_BIND_PARAMS);
+
 /// What a write sent: INSERT statements and rows.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct WriteCount {
@@ -132,16 +136,4 @@ pub(crate) async fn insert_members(
         }
     }
     Ok(count)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn chunks_stay_under_the_bind_parameter_limit() {
-        assert_eq!(MEMBER_ROWS_PER_STATEMENT, 21_845);
-        assert!(MEMBER_ROWS_PER_STATEMENT * 3 <= MAX_BIND_PARAMS);
-        assert!((MEMBER_ROWS_PER_STATEMENT + 1) * 3 > MAX_BIND_PARAMS);
-    }
 }

@@ -41,10 +41,12 @@ fn classify(err: &DieselError) -> Classified {
     };
     let message = info.message();
     match kind {
-        DatabaseErrorKind::UniqueViolation => Classified::Conflict(
-            info.constraint_name()
-                .map_or_else(|| "duplicate key".to_owned(), |c| format!("{c} already taken")),
-        ),
+        DatabaseErrorKind::UniqueViolation => {
+            Classified::Conflict(info.constraint_name().map_or_else(
+                || "duplicate key".to_owned(),
+                |c| format!("{c} already taken"),
+            ))
+        }
         DatabaseErrorKind::ClosedConnection => {
             Classified::Unavailable(UnavailableReason::Connection)
         }

@@ -106,6 +106,13 @@ pub struct CheckedOut<'a> {
     metrics: &'a PoolMetrics,
 }
 
+impl CheckedOut<'_> {
+    /// How long this connection has been checked out.
+    pub fn held_for(&self) -> std::time::Duration {
+        self.since.elapsed()
+    }
+}
+
 impl Deref for CheckedOut<'_> {
     type Target = AsyncPgConnection;
 

@@ -26,7 +26,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
 /// Label of `db_client_connection_count`.
@@ -36,10 +36,18 @@ pub struct StateLabel {
     pub state: &'static str,
 }
 
-/// Buckets from 50 µs to about 26 s, each 1.5 × the last: fine enough to
-/// separate a 1 ms batch transaction from a 5 ms per-row one.
+/// Bucket bounds in seconds, from 50 µs to 30 s: about 1.5× apart, fine
+/// enough to separate a 1 ms batch transaction from a 5 ms per-row one, and
+/// round numbers so the exposition stays readable.
+pub const LATENCY_BUCKETS: [f64; 31] = [
+    0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.000_75, 0.001, 0.001_5, 0.002, 0.003, 0.004, 0.005,
+    0.007_5, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.5,
+    5.0, 10.0, 20.0, 30.0,
+];
+
+/// [`LATENCY_BUCKETS`] as an iterator, for `Histogram::new`.
 pub fn latency_buckets() -> impl Iterator<Item = f64> {
-    exponential_buckets(0.000_05, 1.5, 33)
+    LATENCY_BUCKETS.into_iter()
 }
 
 /// The pool's metrics; cheap to clone (all handles are shared).

@@ -149,9 +149,10 @@ impl ChatRepository for PgStore {
             }
             Err(e) => return Err(query_err(e)),
         };
+        let held = conn.held_for();
         drop(conn);
         self.writes
-            .record(strategy, written.statements, written.rows);
+            .record(strategy, written.statements, written.rows, held);
         Ok(ChatCreated {
             id: command.chat_id,
             name: command.name,

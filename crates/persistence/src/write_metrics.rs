@@ -4,13 +4,17 @@
 //! same for all three and are not counted.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::registry::Registry;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
 
 use chatlab_domain::InsertStrategy;
+
+use crate::pool_metrics::latency_buckets;
 
 /// Label: the insert strategy.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -29,6 +33,14 @@ pub struct WriteMetrics {
     pub rows: Family<StrategyLabel, Counter>,
     /// Committed createChat transactions.
     pub chats: Family<StrategyLabel, Counter>,
+    /// How long each committed createChat held its pooled connection, by
+    /// strategy: the pool's own use-time histogram mixes every checkout, this
+    /// one lets a run that mixes strategies compare them.
+    pub connection_hold: Family<StrategyLabel, Histogram, fn() -> Histogram>,
+}
+
+fn new_histogram() -> Histogram {
+    Histogram::new(latency_buckets())
 }
 
 impl WriteMetrics {
@@ -38,6 +50,7 @@ impl WriteMetrics {
             statements: Family::default(),
             rows: Family::default(),
             chats: Family::default(),
+            connection_hold: Family::new_with_constructor(new_histogram),
         };
         registry.register(
             "chatlab_create_chat_statements",
@@ -54,14 +67,23 @@ impl WriteMetrics {
             "Committed createChat transactions",
             m.chats.clone(),
         );
+        registry.register_with_unit(
+            "chatlab_create_chat_connection_hold",
+            "Time a committed createChat held its pooled connection, by strategy",
+            Unit::Seconds,
+            m.connection_hold.clone(),
+        );
         Arc::new(m)
     }
 
     /// Records one committed createChat.
-    pub fn record(&self, strategy: InsertStrategy, statements: u64, rows: u64) {
+    pub fn record(&self, strategy: InsertStrategy, statements: u64, rows: u64, held: Duration) {
         let label = StrategyLabel {
             strategy: strategy.as_str(),
         };
+        self.connection_hold
+            .get_or_create(&label)
+            .observe(held.as_secs_f64());
         self.statements.get_or_create(&label).inc_by(statements);
         self.rows.get_or_create(&label).inc_by(rows);
         self.chats.get_or_create(&label).inc();

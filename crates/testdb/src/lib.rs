@@ -148,13 +148,18 @@ fn template_name() -> String {
     let mut hasher = DefaultHasher::new();
     for file in files {
         file.strip_prefix(&dir).unwrap_or(&file).hash(&mut hasher);
-        std::fs::read(&file).expect("read migration").hash(&mut hasher);
+        std::fs::read(&file)
+            .expect("read migration")
+            .hash(&mut hasher);
     }
     format!("chatlab_template_{:016x}", hasher.finish())
 }
 
 fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-    for entry in std::fs::read_dir(dir).expect("read migrations dir").flatten() {
+    for entry in std::fs::read_dir(dir)
+        .expect("read migrations dir")
+        .flatten()
+    {
         let path = entry.path();
         if path.is_dir() {
             walk(&path, out);
@@ -214,6 +219,16 @@ async fn ensure_template() -> String {
     name
 }
 
+/// The value of one sample of a Prometheus text exposition, by its full
+/// name and labels as printed (`db_client_connection_count{state="used"}`).
+pub fn sample(exposition: &str, name: &str) -> Option<f64> {
+    exposition
+        .lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,5 +244,13 @@ mod tests {
             "postgres://u@h/t2?sslmode=disable"
         );
         assert_eq!(with_database("postgres://h", "t3"), "postgres://h/t3");
+    }
+
+    #[test]
+    fn samples_are_found_by_exact_name() {
+        let text = "a_total 3\na_total{x=\"1\"} 4\nab 5\n";
+        assert_eq!(sample(text, "a_total"), Some(3.0));
+        assert_eq!(sample(text, "a_total{x=\"1\"}"), Some(4.0));
+        assert_eq!(sample(text, "a"), None);
     }
 }

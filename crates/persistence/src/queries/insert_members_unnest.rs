@@ -1,10 +1,10 @@
 //! The `unnest` member insert.
 
 use chrono::{DateTime, Utc};
+use diesel::QueryResult;
 use diesel::pg::Pg;
 use diesel::query_builder::{AstPass, QueryFragment, QueryId};
 use diesel::sql_types::{Array, Timestamptz, Uuid as SqlUuid};
-use diesel::QueryResult;
 use uuid::Uuid;
 
 /// `INSERT INTO chat_members (chat_id, user_id, joined_at)

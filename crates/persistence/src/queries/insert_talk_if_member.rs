@@ -1,10 +1,10 @@
 //! The send-message insert, with its membership check in the same statement.
 
 use chrono::{DateTime, Utc};
+use diesel::QueryResult;
 use diesel::pg::Pg;
 use diesel::query_builder::{AstPass, QueryFragment, QueryId};
 use diesel::sql_types::{Text, Timestamptz, Uuid as SqlUuid};
-use diesel::QueryResult;
 use uuid::Uuid;
 
 /// `INSERT INTO messages (...) SELECT $1, $2, $3, 'talk', $4, $5

@@ -79,7 +79,10 @@ async fn unknown_members_are_listed_and_nothing_is_written() {
     let ghost_creator = UserId::generate();
     let err = f
         .store
-        .create_chat(command("room", ghost_creator, &users), InsertStrategy::Batch)
+        .create_chat(
+            command("room", ghost_creator, &users),
+            InsertStrategy::Batch,
+        )
         .await
         .unwrap_err();
     assert!(matches!(err, RepositoryError::UnknownUsers(ref ids) if ids == &[ghost_creator]));
@@ -97,9 +100,9 @@ async fn concurrent_creates_all_commit() {
         // Overlapping member sets: every chat shares users with the others.
         let members: Vec<UserId> = users.iter().skip(i).take(30).copied().collect();
         let cmd = command(&format!("room {i}"), users[0], &members);
-        tasks.push(tokio::spawn(
-            async move { store.create_chat(cmd, strategy).await },
-        ));
+        tasks.push(tokio::spawn(async move {
+            store.create_chat(cmd, strategy).await
+        }));
     }
     let mut ids = HashSet::new();
     for task in tasks {

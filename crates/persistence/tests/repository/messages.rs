@@ -20,7 +20,10 @@ async fn members_can_post_and_others_cannot() {
     let users = seed_users(&f.store, 3).await;
     let chat = f
         .store
-        .create_chat(command("room", users[0], &users[1..2]), InsertStrategy::Batch)
+        .create_chat(
+            command("room", users[0], &users[1..2]),
+            InsertStrategy::Batch,
+        )
         .await
         .unwrap();
     let sent = f
@@ -92,7 +95,10 @@ async fn message_pages_are_newest_first_and_end_with_no_cursor() {
         assert!(pages < 10, "pagination does not end");
     }
     assert_eq!(pages, 3);
-    assert_eq!(seen, ["m6", "m5", "m4", "m3", "m2", "m1", "m0", "room created"]);
+    assert_eq!(
+        seen,
+        ["m6", "m5", "m4", "m3", "m2", "m1", "m0", "room created"]
+    );
 
     // A page that ends exactly at the last row says there is no next page.
     let exact = f
@@ -117,7 +123,10 @@ async fn member_pages_cover_every_member_once() {
     let users = seed_users(&f.store, 10).await;
     let chat = f
         .store
-        .create_chat(command("room", users[0], &users[1..]), InsertStrategy::PerRow)
+        .create_chat(
+            command("room", users[0], &users[1..]),
+            InsertStrategy::PerRow,
+        )
         .await
         .unwrap();
     let mut seen = Vec::new();
@@ -152,6 +161,9 @@ async fn member_pages_cover_every_member_once() {
     assert_eq!(got.creator_id, users[0]);
     assert!(matches!(
         f.store.get_chat(ChatId::generate()).await,
-        Err(RepositoryError::NotFound { entity: Entity::Chat, .. })
+        Err(RepositoryError::NotFound {
+            entity: Entity::Chat,
+            ..
+        })
     ));
 }

@@ -4,11 +4,7 @@ use prometheus_client::encoding::text::encode;
 use crate::support::{command, fixture, seed_users};
 
 fn sample(text: &str, name: &str) -> f64 {
-    text.lines()
-        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no sample {name} in\n{text}"))
+    chatlab_testdb::sample(text, name).unwrap_or_else(|| panic!("no sample {name} in\n{text}"))
 }
 
 #[tokio::test]
@@ -21,7 +17,10 @@ async fn every_checkout_is_timed_and_returned() {
         sample(&text, "db_client_connection_use_time_seconds_count")
     };
     f.store
-        .create_chat(command("room", users[0], &users[1..]), InsertStrategy::PerRow)
+        .create_chat(
+            command("room", users[0], &users[1..]),
+            InsertStrategy::PerRow,
+        )
         .await
         .unwrap();
     f.store.pool().refresh_metrics();
@@ -43,12 +42,25 @@ async fn every_checkout_is_timed_and_returned() {
     assert_eq!(sample(&text, "db_client_connection_max"), 4.0);
     // 50 members per row: the chat row, 50 member rows, the system message.
     assert_eq!(
-        sample(&text, "chatlab_create_chat_statements_total{strategy=\"per_row\"}"),
+        sample(
+            &text,
+            "chatlab_create_chat_statements_total{strategy=\"per_row\"}"
+        ),
         52.0
     );
     assert_eq!(
-        sample(&text, "chatlab_create_chat_rows_inserted_total{strategy=\"per_row\"}"),
+        sample(
+            &text,
+            "chatlab_create_chat_rows_inserted_total{strategy=\"per_row\"}"
+        ),
         52.0
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "chatlab_create_chat_connection_hold_seconds_count{strategy=\"per_row\"}"
+        ),
+        1.0
     );
 }
 
@@ -67,11 +79,17 @@ async fn batch_and_unnest_send_three_statements_for_fifty_members() {
     for strategy in ["batch", "unnest"] {
         let label = format!("{{strategy=\"{strategy}\"}}");
         assert_eq!(
-            sample(&text, &format!("chatlab_create_chat_statements_total{label}")),
+            sample(
+                &text,
+                &format!("chatlab_create_chat_statements_total{label}")
+            ),
             3.0
         );
         assert_eq!(
-            sample(&text, &format!("chatlab_create_chat_rows_inserted_total{label}")),
+            sample(
+                &text,
+                &format!("chatlab_create_chat_rows_inserted_total{label}")
+            ),
             52.0
         );
     }
