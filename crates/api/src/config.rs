@@ -1,0 +1,317 @@
+//! Settings, read once from env vars at startup into typed structs.
+//!
+//! | variable | default | meaning |
+//! |---|---|---|
+//! | `DATABASE_URL` | `postgres://postgres@127.0.0.1:5432/chatlab` | PostgreSQL to use |
+//! | `HTTP_ADDR` | `127.0.0.1:8080` | listen address (port 0 picks a free port) |
+//! | `HTTP_WORKERS` | cores | actix worker threads |
+//! | `HTTP_JSON_LIMIT_BYTES` | 4194304 | largest JSON body accepted |
+//! | `HTTP_SHUTDOWN_TIMEOUT_SECS` | 30 | grace period for in-flight requests on SIGTERM/SIGINT |
+//! | `CHAT_INSERT_STRATEGY` | `batch` | member inserts: `per_row`, `batch` or `unnest` |
+//! | `CHATLAB_ALLOW_OVERRIDES` | `false` | honour `X-Chatlab-Insert-Strategy` per request |
+//! | `CHAT_MAX_MEMBERS` | 10000 | most members of a new chat, creator included |
+//! | `USERS_BULK_MAX` | 100000 | most users one bulk request may create |
+//! | `DB_POOL_MAX_SIZE` | cores × 2 + 1 | most pooled connections (HikariCP's formula) |
+//! | `DB_POOL_MIN_IDLE` | 0 | idle connections kept open |
+//! | `DB_POOL_ACQUIRE_TIMEOUT_MS` | 5000 | wait for a connection before answering 503 |
+//! | `DB_POOL_MAX_LIFETIME_SECS` | 1800 | close connections older than this (0: never) |
+//! | `DB_POOL_IDLE_TIMEOUT_SECS` | 600 | close idle connections after this (0: never) |
+//! | `DB_POOL_RECYCLE` | `fast` | checkout check: `fast` (no round trip) or `verified` (`SELECT 1`) |
+//! | `DB_STATEMENT_TIMEOUT_MS` | 30000 | PostgreSQL `statement_timeout` (0: off) |
+//! | `DB_LOCK_TIMEOUT_MS` | 5000 | PostgreSQL `lock_timeout` (0: off) |
+//! | `DB_IDLE_IN_TRANSACTION_TIMEOUT_MS` | 60000 | PostgreSQL `idle_in_transaction_session_timeout` (0: off) |
+//! | `DB_APPLICATION_NAME` | `chatlab` | PostgreSQL `application_name` |
+//! | `DB_RUN_MIGRATIONS` | `true` | apply pending migrations at startup |
+//! | `LOG_FORMAT` | `pretty` | `pretty` or `json` |
+//! | `RUST_LOG` | `info` | log filter |
+//!
+//! A malformed value, or an unknown variable under one of chatlab's own
+//! prefixes (`CHATLAB_`, `CHAT_`, `DB_POOL_`), stops startup with a message
+//! naming the variable: a typo must not silently run the default.
+
+use std::collections::HashMap;
+use std::fmt::Display;
+use std::net::SocketAddr;
+use std::str::FromStr;
+use std::time::Duration;
+
+use chatlab_domain::{InsertStrategy, Limits};
+use chatlab_persistence::config::default_pool_size;
+use chatlab_persistence::{DbConfig, Recycle, SessionSettings};
+
+/// Every variable this module reads; anything else under our prefixes is a typo.
+const KNOWN: &[&str] = &[
+    "DATABASE_URL",
+    "HTTP_ADDR",
+    "HTTP_WORKERS",
+    "HTTP_JSON_LIMIT_BYTES",
+    "HTTP_SHUTDOWN_TIMEOUT_SECS",
+    "CHAT_INSERT_STRATEGY",
+    "CHATLAB_ALLOW_OVERRIDES",
+    "CHAT_MAX_MEMBERS",
+    "USERS_BULK_MAX",
+    "DB_POOL_MAX_SIZE",
+    "DB_POOL_MIN_IDLE",
+    "DB_POOL_ACQUIRE_TIMEOUT_MS",
+    "DB_POOL_MAX_LIFETIME_SECS",
+    "DB_POOL_IDLE_TIMEOUT_SECS",
+    "DB_POOL_RECYCLE",
+    "DB_STATEMENT_TIMEOUT_MS",
+    "DB_LOCK_TIMEOUT_MS",
+    "DB_IDLE_IN_TRANSACTION_TIMEOUT_MS",
+    "DB_APPLICATION_NAME",
+    "DB_RUN_MIGRATIONS",
+    "LOG_FORMAT",
+];
+
+/// Prefixes chatlab owns.
+const OWNED_PREFIXES: &[&str] = &["CHATLAB_", "CHAT_", "DB_POOL_"];
+
+/// A setting that stops startup.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfigError {
+    /// A variable's value does not parse.
+    #[error("{var}={value:?} is invalid: {reason}")]
+    Invalid {
+        /// The variable.
+        var: &'static str,
+        /// What it was set to.
+        value: String,
+        /// Why it is rejected.
+        reason: String,
+    },
+    /// A variable under chatlab's prefixes that chatlab does not read.
+    #[error("{0} is not a chatlab setting (misspelt?); known settings: see the README")]
+    Unknown(String),
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Pretty,
+    /// One JSON object per line.
+    Json,
+}
+
+impl FromStr for LogFormat {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "pretty" | "text" => Ok(Self::Pretty),
+            "json" => Ok(Self::Json),
+            other => Err(format!("expected pretty or json, got {other:?}")),
+        }
+    }
+}
+
+/// HTTP server settings.
+#[derive(Debug, Clone)]
+pub struct HttpSettings {
+    /// Listen address.
+    pub addr: SocketAddr,
+    /// Worker threads.
+    pub workers: usize,
+    /// Largest JSON body, in bytes.
+    pub json_limit_bytes: usize,
+    /// Grace period for in-flight requests at shutdown.
+    pub shutdown_timeout: Duration,
+}
+
+/// How writes choose their member insert strategy.
+#[derive(Debug, Clone, Copy)]
+pub struct WriteSettings {
+    /// Strategy when the request names none.
+    pub default_strategy: InsertStrategy,
+    /// Whether a request may name one (`X-Chatlab-Insert-Strategy`).
+    pub allow_overrides: bool,
+}
+
+/// Everything the server needs.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// HTTP server.
+    pub http: HttpSettings,
+    /// Database and pool.
+    pub db: DbConfig,
+    /// Apply migrations at startup.
+    pub run_migrations: bool,
+    /// Write-path choices.
+    pub writes: WriteSettings,
+    /// Request limits.
+    pub limits: Limits,
+    /// Log format.
+    pub log_format: LogFormat,
+}
+
+impl Settings {
+    /// Reads the process environment.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_vars(std::env::vars().collect())
+    }
+
+    /// Reads the given variables (tests pass their own).
+    pub fn from_vars(vars: HashMap<String, String>) -> Result<Self, ConfigError> {
+        if let Some(unknown) = vars.keys().find(|k| {
+            OWNED_PREFIXES.iter().any(|p| k.starts_with(p)) && !KNOWN.contains(&k.as_str())
+        }) {
+            return Err(ConfigError::Unknown(unknown.clone()));
+        }
+        let env = Env(&vars);
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let mut db = DbConfig::with_url(
+            env.string("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/chatlab"),
+        );
+        db.pool_max_size = env.parse("DB_POOL_MAX_SIZE", default_pool_size())?;
+        if db.pool_max_size == 0 {
+            return Err(env.invalid("DB_POOL_MAX_SIZE", "must be at least 1"));
+        }
+        db.pool_min_idle = match env.parse::<u32>("DB_POOL_MIN_IDLE", 0)? {
+            0 => None,
+            n => Some(n),
+        };
+        db.acquire_timeout = Duration::from_millis(env.parse("DB_POOL_ACQUIRE_TIMEOUT_MS", 5000)?);
+        db.max_lifetime = optional_secs(env.parse("DB_POOL_MAX_LIFETIME_SECS", 1800)?);
+        db.idle_timeout = optional_secs(env.parse("DB_POOL_IDLE_TIMEOUT_SECS", 600)?);
+        db.recycle = env.parse("DB_POOL_RECYCLE", Recycle::Fast)?;
+        db.session = SessionSettings {
+            application_name: env.string("DB_APPLICATION_NAME", "chatlab"),
+            statement_timeout: Duration::from_millis(env.parse("DB_STATEMENT_TIMEOUT_MS", 30_000)?),
+            lock_timeout: Duration::from_millis(env.parse("DB_LOCK_TIMEOUT_MS", 5_000)?),
+            idle_in_transaction_timeout: Duration::from_millis(
+                env.parse("DB_IDLE_IN_TRANSACTION_TIMEOUT_MS", 60_000)?,
+            ),
+        };
+        let limits = Limits {
+            chat_max_members: env.parse("CHAT_MAX_MEMBERS", 10_000)?,
+            users_bulk_max: env.parse("USERS_BULK_MAX", 100_000)?,
+        };
+        if limits.chat_max_members == 0 {
+            return Err(env.invalid("CHAT_MAX_MEMBERS", "must be at least 1"));
+        }
+        Ok(Self {
+            http: HttpSettings {
+                addr: env.parse("HTTP_ADDR", SocketAddr::from(([127, 0, 0, 1], 8080)))?,
+                workers: env.parse("HTTP_WORKERS", cores)?.max(1),
+                json_limit_bytes: env.parse("HTTP_JSON_LIMIT_BYTES", 4 * 1024 * 1024)?,
+                shutdown_timeout: Duration::from_secs(env.parse("HTTP_SHUTDOWN_TIMEOUT_SECS", 30)?),
+            },
+            db,
+            run_migrations: env.parse("DB_RUN_MIGRATIONS", true)?,
+            writes: WriteSettings {
+                default_strategy: env.parse("CHAT_INSERT_STRATEGY", InsertStrategy::Batch)?,
+                allow_overrides: env.parse("CHATLAB_ALLOW_OVERRIDES", false)?,
+            },
+            limits,
+            log_format: env.parse("LOG_FORMAT", LogFormat::Pretty)?,
+        })
+    }
+}
+
+fn optional_secs(secs: u64) -> Option<Duration> {
+    (secs > 0).then(|| Duration::from_secs(secs))
+}
+
+struct Env<'a>(&'a HashMap<String, String>);
+
+impl Env<'_> {
+    fn string(&self, var: &'static str, default: &str) -> String {
+        self.0
+            .get(var)
+            .filter(|v| !v.trim().is_empty())
+            .cloned()
+            .unwrap_or_else(|| default.to_owned())
+    }
+
+    fn parse<T>(&self, var: &'static str, default: T) -> Result<T, ConfigError>
+    where
+        T: FromStr,
+        T::Err: Display,
+    {
+        match self.0.get(var).map(|v| v.trim()).filter(|v| !v.is_empty()) {
+            None => Ok(default),
+            Some(value) => value.parse().map_err(|e: T::Err| ConfigError::Invalid {
+                var,
+                value: value.to_owned(),
+                reason: e.to_string(),
+            }),
+        }
+    }
+
+    fn invalid(&self, var: &'static str, reason: &str) -> ConfigError {
+        ConfigError::Invalid {
+            var,
+            value: self.0.get(var).cloned().unwrap_or_default(),
+            reason: reason.to_owned(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_apply_when_nothing_is_set() {
+        let s = Settings::from_vars(HashMap::new()).unwrap();
+        assert_eq!(s.writes.default_strategy, InsertStrategy::Batch);
+        assert!(!s.writes.allow_overrides);
+        assert_eq!(s.db.pool_max_size, default_pool_size());
+        assert_eq!(s.db.acquire_timeout, Duration::from_secs(5));
+        assert_eq!(s.db.recycle, Recycle::Fast);
+        assert_eq!(s.limits.chat_max_members, 10_000);
+        assert_eq!(s.http.addr.port(), 8080);
+    }
+
+    #[test]
+    fn values_are_parsed() {
+        let s = Settings::from_vars(vars(&[
+            ("CHAT_INSERT_STRATEGY", "unnest"),
+            ("CHATLAB_ALLOW_OVERRIDES", "true"),
+            ("DB_POOL_MAX_SIZE", "20"),
+            ("DB_POOL_RECYCLE", "verified"),
+            ("DB_POOL_MAX_LIFETIME_SECS", "0"),
+            ("HTTP_ADDR", "127.0.0.1:0"),
+        ]))
+        .unwrap();
+        assert_eq!(s.writes.default_strategy, InsertStrategy::Unnest);
+        assert!(s.writes.allow_overrides);
+        assert_eq!(s.db.pool_max_size, 20);
+        assert_eq!(s.db.recycle, Recycle::Verified);
+        assert_eq!(s.db.max_lifetime, None);
+        assert_eq!(s.http.addr.port(), 0);
+    }
+
+    #[test]
+    fn malformed_values_name_the_variable() {
+        let err = Settings::from_vars(vars(&[("CHAT_INSERT_STRATEGY", "bulk")])).unwrap_err();
+        assert!(matches!(
+            err,
+            ConfigError::Invalid {
+                var: "CHAT_INSERT_STRATEGY",
+                ..
+            }
+        ));
+        assert!(err.to_string().contains("CHAT_INSERT_STRATEGY"));
+        let err = Settings::from_vars(vars(&[("DB_POOL_MAX_SIZE", "0")])).unwrap_err();
+        assert!(err.to_string().contains("DB_POOL_MAX_SIZE"));
+        let err = Settings::from_vars(vars(&[("HTTP_ADDR", "localhost")])).unwrap_err();
+        assert!(err.to_string().contains("HTTP_ADDR"));
+    }
+
+    #[test]
+    fn unknown_variables_under_our_prefixes_are_rejected() {
+        let err = Settings::from_vars(vars(&[("DB_POOL_MAXSIZE", "20")])).unwrap_err();
+        assert_eq!(err, ConfigError::Unknown("DB_POOL_MAXSIZE".into()));
+        // Other people's variables are none of our business.
+        assert!(Settings::from_vars(vars(&[("DB_HOST", "x"), ("HTTP_PROXY", "y")])).is_ok());
+    }
+}

@@ -1,0 +1,20 @@
+//! Request and response bodies: serde for the wire, utoipa for the spec.
+//! Requests reject unknown fields, so a misspelt `member_ids` is a 400 and
+//! not a chat with no members.
+
+mod chats;
+mod messages;
+mod users;
+
+pub use chats::{
+    ChatCreatedResponse, ChatResponse, CreateChatRequest, MemberResponse, MembersPage, MembersQuery,
+};
+pub use messages::{MessageResponse, MessagesPage, MessagesQuery, SendMessageRequest};
+pub use users::{BulkUsersRequest, BulkUsersResponse, CreateUserRequest, UserResponse};
+
+/// Service status, for `/healthz` and `/readyz`.
+#[derive(Debug, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct StatusResponse {
+    /// `ok` or `ready`.
+    pub status: String,
+}

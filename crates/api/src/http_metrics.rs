@@ -1,0 +1,81 @@
+//! `http_server_request_duration_seconds`, by method, route template and
+//! status (OpenTelemetry's HTTP server conventions). The route is the
+//! template (`/v1/chats/{id}`), never the raw path, so label cardinality
+//! stays bounded whatever clients send.
+
+use std::time::Instant;
+
+use actix_web::body::MessageBody;
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::middleware::Next;
+use actix_web::{Error, web};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
+
+use chatlab_persistence::pool_metrics::latency_buckets;
+
+/// Labels of the request-duration histogram.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// `GET`, `POST`, ...
+    pub http_request_method: String,
+    /// Route template, or `unmatched`.
+    pub http_route: String,
+    /// Response status.
+    pub http_response_status_code: u16,
+}
+
+fn new_histogram() -> Histogram {
+    Histogram::new(latency_buckets())
+}
+
+/// HTTP server metrics.
+#[derive(Debug, Clone)]
+pub struct HttpMetrics {
+    /// Request durations.
+    pub duration: Family<RequestLabels, Histogram, fn() -> Histogram>,
+}
+
+impl HttpMetrics {
+    /// Creates the metrics and registers them.
+    pub fn register(registry: &mut Registry) -> Self {
+        let duration = Family::<RequestLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+            new_histogram,
+        );
+        registry.register_with_unit(
+            "http_server_request_duration",
+            "Duration of HTTP server requests",
+            Unit::Seconds,
+            duration.clone(),
+        );
+        Self { duration }
+    }
+}
+
+/// Middleware that times every request.
+pub async fn record(
+    req: ServiceRequest,
+    next: Next<impl MessageBody>,
+) -> Result<ServiceResponse<impl MessageBody>, Error> {
+    let metrics = req.app_data::<web::Data<HttpMetrics>>().cloned();
+    let method = req.method().as_str().to_owned();
+    let started = Instant::now();
+    let response = next.call(req).await?;
+    if let Some(metrics) = metrics {
+        let labels = RequestLabels {
+            http_request_method: method,
+            http_route: response
+                .request()
+                .match_pattern()
+                .unwrap_or_else(|| "unmatched".to_owned()),
+            http_response_status_code: response.status().as_u16(),
+        };
+        metrics
+            .duration
+            .get_or_create(&labels)
+            .observe(started.elapsed().as_secs_f64());
+    }
+    Ok(response)
+}

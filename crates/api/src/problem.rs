@@ -1,0 +1,288 @@
+//! Errors as `application/problem+json` (RFC 9457).
+//!
+//! Policy: handlers return [`ApiError`]. Each variant has one status and a
+//! stable `type` URI (`urn:chatlab:problem:<slug>`) that clients can match
+//! on; `title` is fixed per type, `detail` says what happened to this
+//! request. Errors a client can fix say exactly what to fix (every invalid
+//! field, every unknown user id). A 5xx never echoes internals: the full
+//! `source()` chain goes to the log, the client gets a generic detail.
+
+use std::error::Error as StdError;
+use std::fmt;
+
+use actix_web::http::StatusCode;
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::{HttpResponse, ResponseError};
+use serde::Serialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use chatlab_domain::{RepositoryError, UnavailableReason, ValidationErrors};
+
+/// The problem+json media type.
+pub const PROBLEM_JSON: &str = "application/problem+json";
+
+/// Seconds a client should wait before retrying a 503.
+const RETRY_AFTER_SECS: u32 = 1;
+
+/// An RFC 9457 problem document.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Problem {
+    /// Stable identifier of the problem type.
+    #[serde(rename = "type")]
+    #[schema(example = "urn:chatlab:problem:validation")]
+    pub problem_type: String,
+    /// Short summary, the same for every occurrence of the type.
+    pub title: String,
+    /// HTTP status code.
+    pub status: u16,
+    /// What went wrong with this request.
+    pub detail: String,
+    /// Every invalid field, for validation problems.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub errors: Option<Vec<FieldProblem>>,
+    /// The unknown user ids, for `unknown-users` problems.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unknown_user_ids: Option<Vec<Uuid>>,
+}
+
+/// One invalid field.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FieldProblem {
+    /// The field, as named in the request.
+    pub field: String,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+/// Everything a handler can fail with.
+#[derive(Debug)]
+pub enum ApiError {
+    /// The request could not be read: malformed JSON, a bad path or query
+    /// parameter, a bad header.
+    BadRequest(String),
+    /// The body is not JSON (wrong `Content-Type`).
+    UnsupportedMediaType(String),
+    /// The body is larger than `HTTP_JSON_LIMIT_BYTES`.
+    PayloadTooLarge(String),
+    /// Fields failed validation.
+    Validation(ValidationErrors),
+    /// The request names users that do not exist.
+    UnknownUsers(Vec<Uuid>),
+    /// The resource does not exist.
+    NotFound(String),
+    /// No route matches the path.
+    NoRoute(String),
+    /// The caller may not do this (not a member of the chat).
+    Forbidden(String),
+    /// The write collides with existing data.
+    Conflict(String),
+    /// Storage cannot serve now; retry.
+    Unavailable {
+        /// What ran out or broke.
+        reason: UnavailableReason,
+        /// The underlying error, logged.
+        source: Box<dyn StdError + Send + Sync>,
+    },
+    /// A bug or unexpected failure; logged, never shown.
+    Internal(Box<dyn StdError + Send + Sync>),
+}
+
+impl ApiError {
+    fn slug_and_title(&self) -> (&'static str, &'static str) {
+        match self {
+            Self::BadRequest(_) => ("bad-request", "The request could not be read"),
+            Self::UnsupportedMediaType(_) => ("unsupported-media-type", "Unsupported media type"),
+            Self::PayloadTooLarge(_) => ("payload-too-large", "Request body too large"),
+            Self::Validation(_) => ("validation", "The request is invalid"),
+            Self::UnknownUsers(_) => ("unknown-users", "Unknown users"),
+            Self::NotFound(_) => ("not-found", "Resource not found"),
+            Self::NoRoute(_) => ("no-route", "No such endpoint"),
+            Self::Forbidden(_) => ("not-a-member", "Not a member of the chat"),
+            Self::Conflict(_) => ("conflict", "Conflict"),
+            Self::Unavailable { .. } => ("unavailable", "Service temporarily unavailable"),
+            Self::Internal(_) => ("internal", "Internal error"),
+        }
+    }
+
+    fn detail(&self) -> String {
+        match self {
+            Self::BadRequest(d)
+            | Self::UnsupportedMediaType(d)
+            | Self::PayloadTooLarge(d)
+            | Self::NotFound(d)
+            | Self::NoRoute(d)
+            | Self::Forbidden(d)
+            | Self::Conflict(d) => d.clone(),
+            Self::Validation(errors) => errors.to_string(),
+            Self::UnknownUsers(ids) => format!(
+                "{} user id(s) do not exist: {}; nothing was written",
+                ids.len(),
+                ids.iter()
+                    .map(Uuid::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Self::Unavailable { reason, .. } => format!("{reason}; retry shortly"),
+            Self::Internal(_) => "an unexpected error occurred; it has been logged".to_owned(),
+        }
+    }
+
+    /// The problem document for this error.
+    pub fn problem(&self) -> Problem {
+        let (slug, title) = self.slug_and_title();
+        Problem {
+            problem_type: format!("urn:chatlab:problem:{slug}"),
+            title: title.to_owned(),
+            status: self.status_code().as_u16(),
+            detail: self.detail(),
+            errors: match self {
+                Self::Validation(errors) => Some(
+                    errors
+                        .0
+                        .iter()
+                        .map(|e| FieldProblem {
+                            field: e.field.to_owned(),
+                            message: e.message.clone(),
+                        })
+                        .collect(),
+                ),
+                _ => None,
+            },
+            unknown_user_ids: match self {
+                Self::UnknownUsers(ids) => Some(ids.clone()),
+                _ => None,
+            },
+        }
+    }
+}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.detail())?;
+        let mut source = StdError::source(self);
+        while let Some(s) = source {
+            write!(f, ": {s}")?;
+            source = s.source();
+        }
+        Ok(())
+    }
+}
+
+impl StdError for ApiError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        match self {
+            Self::Unavailable { source, .. } | Self::Internal(source) => Some(source.as_ref()),
+            _ => None,
+        }
+    }
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        match self {
+            Self::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::Validation(_) | Self::UnknownUsers(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::NotFound(_) | Self::NoRoute(_) => StatusCode::NOT_FOUND,
+            Self::Forbidden(_) => StatusCode::FORBIDDEN,
+            Self::Conflict(_) => StatusCode::CONFLICT,
+            Self::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let status = self.status_code();
+        if status.is_server_error() {
+            tracing::error!(error = %self, status = status.as_u16(), "request failed");
+        }
+        let mut response = HttpResponse::build(status);
+        response.insert_header((header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON)));
+        if matches!(self, Self::Unavailable { .. }) {
+            response.insert_header((header::RETRY_AFTER, RETRY_AFTER_SECS.to_string()));
+        }
+        let body = serde_json::to_vec(&self.problem()).unwrap_or_else(|_| b"{}".to_vec());
+        response.body(body)
+    }
+}
+
+impl From<ValidationErrors> for ApiError {
+    fn from(errors: ValidationErrors) -> Self {
+        Self::Validation(errors)
+    }
+}
+
+impl From<RepositoryError> for ApiError {
+    fn from(err: RepositoryError) -> Self {
+        match err {
+            RepositoryError::NotFound { entity, id } => {
+                Self::NotFound(format!("{entity} {id} does not exist"))
+            }
+            RepositoryError::UnknownUsers(ids) => {
+                Self::UnknownUsers(ids.into_iter().map(Into::into).collect())
+            }
+            e @ RepositoryError::NotAMember { .. } => Self::Forbidden(e.to_string()),
+            RepositoryError::Conflict(what) => Self::Conflict(what),
+            RepositoryError::Unavailable { reason, source } => Self::Unavailable { reason, source },
+            RepositoryError::Internal(source) => Self::Internal(source),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chatlab_domain::FieldError;
+
+    #[test]
+    fn validation_lists_every_field() {
+        let err = ApiError::Validation(ValidationErrors(vec![
+            FieldError {
+                field: "name",
+                message: "must not be empty".into(),
+            },
+            FieldError {
+                field: "member_ids",
+                message: "too many".into(),
+            },
+        ]));
+        let p = err.problem();
+        assert_eq!(p.status, 422);
+        assert_eq!(p.problem_type, "urn:chatlab:problem:validation");
+        assert_eq!(p.errors.as_ref().map(Vec::len), Some(2));
+    }
+
+    #[test]
+    fn internal_errors_do_not_leak_their_source() {
+        let err = ApiError::Internal("password=hunter2 in connection string".into());
+        let p = err.problem();
+        assert_eq!(p.status, 500);
+        assert!(!p.detail.contains("hunter2"));
+        // The log line does carry it.
+        assert!(err.to_string().contains("hunter2"));
+    }
+
+    #[test]
+    fn unavailable_says_retry_after() {
+        let err = ApiError::Unavailable {
+            reason: UnavailableReason::PoolTimeout,
+            source: "timed out".into(),
+        };
+        let resp = err.error_response();
+        assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            resp.headers()
+                .get(header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok()),
+            Some("1")
+        );
+        assert_eq!(
+            resp.headers()
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok()),
+            Some(PROBLEM_JSON)
+        );
+    }
+}

@@ -1,0 +1,90 @@
+use actix_web::{HttpResponse, get, post, web};
+
+use chatlab_domain::{ChatId, CreateChat, NewChat, PageRequest, UserId};
+
+use crate::dto::{ChatCreatedResponse, ChatResponse, CreateChatRequest, MembersPage, MembersQuery};
+use crate::problem::{ApiError, Problem};
+use crate::state::AppState;
+use crate::strategy_header::ChosenStrategy;
+
+/// createChat: the chat, its members and a "room created" system message,
+/// in one transaction. The member rows are written by the server's insert
+/// strategy, or by the one named in `X-Chatlab-Insert-Strategy` when the
+/// server allows overrides; the response names the strategy used.
+#[utoipa::path(
+    tag = "chats",
+    request_body = CreateChatRequest,
+    params(("x-chatlab-insert-strategy" = Option<String>, Header,
+        description = "per_row, batch or unnest; honoured only with CHATLAB_ALLOW_OVERRIDES=true")),
+    responses(
+        (status = 201, description = "Created", body = ChatCreatedResponse,
+            headers(("x-chatlab-insert-strategy" = String, description = "The strategy used"))),
+        (status = 400, description = "Malformed JSON or strategy header", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid fields, too many members, or unknown users (listed)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable or pool exhausted", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+#[post("/chats")]
+pub async fn create_chat(
+    state: web::Data<AppState>,
+    strategy: ChosenStrategy,
+    body: web::Json<CreateChatRequest>,
+) -> Result<HttpResponse, ApiError> {
+    let body = body.into_inner();
+    let command = CreateChat::validate(
+        NewChat {
+            name: body.name,
+            creator_id: UserId::from_uuid(body.creator_id),
+            member_ids: body.member_ids.into_iter().map(UserId::from_uuid).collect(),
+        },
+        &state.limits,
+    )?;
+    let created = state.chats.create_chat(command, strategy.0).await?;
+    Ok(HttpResponse::Created()
+        .insert_header(strategy.header())
+        .json(ChatCreatedResponse::from(created)))
+}
+
+/// Reads a chat with its member count.
+#[utoipa::path(
+    tag = "chats",
+    params(("id" = uuid::Uuid, Path, description = "Chat id")),
+    responses(
+        (status = 200, description = "The chat", body = ChatResponse),
+        (status = 400, description = "Malformed id", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such chat", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+#[get("/chats/{id}")]
+pub async fn get_chat(
+    state: web::Data<AppState>,
+    id: web::Path<uuid::Uuid>,
+) -> Result<HttpResponse, ApiError> {
+    let chat = state.chats.get_chat(ChatId::from_uuid(*id)).await?;
+    Ok(HttpResponse::Ok().json(ChatResponse::from(chat)))
+}
+
+/// Lists a chat's members by user id, a page at a time.
+#[utoipa::path(
+    tag = "chats",
+    params(("id" = uuid::Uuid, Path, description = "Chat id"), MembersQuery),
+    responses(
+        (status = 200, description = "A page of members", body = MembersPage),
+        (status = 400, description = "Malformed id or query", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such chat", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Limit out of range", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+#[get("/chats/{id}/members")]
+pub async fn list_members(
+    state: web::Data<AppState>,
+    id: web::Path<uuid::Uuid>,
+    query: web::Query<MembersQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let page = PageRequest::new(query.after.map(UserId::from_uuid), query.limit)?;
+    let members = state
+        .chats
+        .list_members(ChatId::from_uuid(*id), page)
+        .await?;
+    Ok(HttpResponse::Ok().json(MembersPage::from(members)))
+}

@@ -1,0 +1,68 @@
+use actix_web::{HttpResponse, get, post, web};
+
+use chatlab_domain::{ChatId, MessageId, NewMessage, PageRequest, SendMessage, UserId};
+
+use crate::dto::{MessageResponse, MessagesPage, MessagesQuery, SendMessageRequest};
+use crate::problem::{ApiError, Problem};
+use crate::state::AppState;
+use crate::strategy_header::ChosenStrategy;
+
+/// Posts a message. The membership check and the insert are one statement.
+#[utoipa::path(
+    tag = "messages",
+    request_body = SendMessageRequest,
+    params(("id" = uuid::Uuid, Path, description = "Chat id")),
+    responses(
+        (status = 201, description = "Created", body = MessageResponse,
+            headers(("x-chatlab-insert-strategy" = String, description = "The server's strategy (a message is one row whatever it is)"))),
+        (status = 400, description = "Malformed JSON or id", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "The sender is not a member", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such chat", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid body", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+#[post("/chats/{id}/messages")]
+pub async fn send_message(
+    state: web::Data<AppState>,
+    strategy: ChosenStrategy,
+    id: web::Path<uuid::Uuid>,
+    body: web::Json<SendMessageRequest>,
+) -> Result<HttpResponse, ApiError> {
+    let body = body.into_inner();
+    let command = SendMessage::validate(NewMessage {
+        chat_id: ChatId::from_uuid(*id),
+        sender_id: UserId::from_uuid(body.sender_id),
+        body: body.body,
+    })?;
+    let message = state.messages.send_message(command).await?;
+    Ok(HttpResponse::Created()
+        .insert_header(strategy.header())
+        .json(MessageResponse::from(message)))
+}
+
+/// Lists messages newest first, a page at a time (keyset pagination: every
+/// page costs the same however far back the client reads).
+#[utoipa::path(
+    tag = "messages",
+    params(("id" = uuid::Uuid, Path, description = "Chat id"), MessagesQuery),
+    responses(
+        (status = 200, description = "A page of messages", body = MessagesPage),
+        (status = 400, description = "Malformed id or query", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such chat", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Limit out of range", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+#[get("/chats/{id}/messages")]
+pub async fn list_messages(
+    state: web::Data<AppState>,
+    id: web::Path<uuid::Uuid>,
+    query: web::Query<MessagesQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let page = PageRequest::new(query.before.map(MessageId::from_uuid), query.limit)?;
+    let messages = state
+        .messages
+        .list_messages(ChatId::from_uuid(*id), page)
+        .await?;
+    Ok(HttpResponse::Ok().json(MessagesPage::from(messages)))
+}

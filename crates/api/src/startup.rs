@@ -1,0 +1,176 @@
+//! Building and running the server: the one function the binary and the
+//! tests share.
+
+use std::net::TcpListener;
+use std::sync::Arc;
+
+use actix_web::dev::Server;
+use actix_web::error::{JsonPayloadError, PathError, QueryPayloadError};
+use actix_web::middleware::from_fn;
+use actix_web::{App, HttpRequest, HttpServer, web};
+use prometheus_client::registry::Registry;
+use tracing_actix_web::TracingLogger;
+use utoipa::OpenApi;
+use utoipa_actix_web::AppExt;
+use utoipa_swagger_ui::SwaggerUi;
+
+use chatlab_persistence::{PersistenceError, PgStore, migrations};
+
+use crate::config::Settings;
+use crate::http_metrics::{self, HttpMetrics};
+use crate::openapi::ApiDoc;
+use crate::problem::ApiError;
+use crate::routes;
+use crate::state::{AppState, MetricsEndpoint};
+use crate::telemetry::RequestSpan;
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    /// Migrations failed (often: the database is unreachable).
+    #[error("could not migrate the database")]
+    Migrate(#[source] PersistenceError),
+    /// The listen address could not be bound.
+    #[error("could not listen on {addr}")]
+    Bind {
+        /// The address.
+        addr: std::net::SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// A built server, bound to its port, not yet running.
+pub struct Application {
+    port: u16,
+    server: Server,
+}
+
+impl Application {
+    /// Migrates (unless disabled), builds the pool, binds the listener and
+    /// prepares the server. `HTTP_ADDR` with port 0 binds a free port; see
+    /// [`Application::port`].
+    pub async fn build(settings: Settings) -> Result<Self, StartupError> {
+        if settings.run_migrations {
+            let applied = migrations::run_pending(&settings.db.url)
+                .await
+                .map_err(StartupError::Migrate)?;
+            tracing::info!(applied, "database migrations are up to date");
+        }
+        let mut registry = Registry::default();
+        let store = PgStore::new(&settings.db, &mut registry);
+        let http_metrics = web::Data::new(HttpMetrics::register(&mut registry));
+        tracing::info!(
+            pool_max_size = settings.db.pool_max_size,
+            cores = std::thread::available_parallelism().map_or(1, |n| n.get()),
+            rule = "default is cores x 2 + 1 (HikariCP's formula), DB_POOL_MAX_SIZE overrides",
+            acquire_timeout_ms = settings.db.acquire_timeout.as_millis() as u64,
+            recycle = ?settings.db.recycle,
+            insert_strategy = %settings.writes.default_strategy,
+            allow_overrides = settings.writes.allow_overrides,
+            "connection pool configured"
+        );
+
+        let pool = store.pool().clone();
+        let store = Arc::new(store);
+        let state = web::Data::new(AppState {
+            users: store.clone(),
+            chats: store.clone(),
+            messages: store.clone(),
+            health: store,
+            writes: settings.writes,
+            limits: settings.limits,
+            metrics: MetricsEndpoint {
+                registry,
+                refresh: Box::new(move || pool.refresh_metrics()),
+            },
+        });
+
+        let addr = settings.http.addr;
+        let listener =
+            TcpListener::bind(addr).map_err(|source| StartupError::Bind { addr, source })?;
+        let port = listener
+            .local_addr()
+            .map_err(|source| StartupError::Bind { addr, source })?
+            .port();
+        let json_limit = settings.http.json_limit_bytes;
+        let server = HttpServer::new(move || {
+            let (app, doc) = App::new()
+                .into_utoipa_app()
+                .openapi(ApiDoc::openapi())
+                .app_data(state.clone())
+                .app_data(http_metrics.clone())
+                .app_data(json_config(json_limit))
+                .app_data(web::PathConfig::default().error_handler(path_error))
+                .app_data(web::QueryConfig::default().error_handler(query_error))
+                .configure(routes::configure)
+                .split_for_parts();
+            app.service(SwaggerUi::new("/docs/{_:.*}").url("/openapi.json", doc))
+                .default_service(web::to(no_route))
+                .wrap(from_fn(http_metrics::record))
+                .wrap(TracingLogger::<RequestSpan>::new())
+        })
+        .workers(settings.http.workers)
+        .shutdown_timeout(settings.http.shutdown_timeout.as_secs())
+        .listen(listener)
+        .map_err(|source| StartupError::Bind { addr, source })?
+        .run();
+        tracing::info!(%addr, port, "listening");
+        Ok(Self { port, server })
+    }
+
+    /// The bound port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// A handle that can stop the server gracefully.
+    pub fn handle(&self) -> actix_web::dev::ServerHandle {
+        self.server.handle()
+    }
+
+    /// Serves until SIGTERM or SIGINT (or [`Application::handle`]'s stop),
+    /// then lets in-flight requests finish within the shutdown timeout.
+    pub async fn run_until_stopped(self) -> std::io::Result<()> {
+        self.server.await
+    }
+}
+
+fn json_config(limit: usize) -> web::JsonConfig {
+    web::JsonConfig::default()
+        .limit(limit)
+        .error_handler(|err, _req| {
+            let api = match &err {
+                JsonPayloadError::ContentType => ApiError::UnsupportedMediaType(
+                    "send the body as JSON with Content-Type: application/json".into(),
+                ),
+                JsonPayloadError::OverflowKnownLength { length, limit } => {
+                    ApiError::PayloadTooLarge(format!(
+                        "the body has {length} bytes; the limit is {limit} (HTTP_JSON_LIMIT_BYTES)"
+                    ))
+                }
+                JsonPayloadError::Overflow { limit } => ApiError::PayloadTooLarge(format!(
+                    "the body is larger than the limit of {limit} bytes (HTTP_JSON_LIMIT_BYTES)"
+                )),
+                other => ApiError::BadRequest(format!("malformed JSON body: {other}")),
+            };
+            api.into()
+        })
+}
+
+fn path_error(err: PathError, _req: &HttpRequest) -> actix_web::Error {
+    ApiError::BadRequest(format!("malformed path parameter: {err}")).into()
+}
+
+fn query_error(err: QueryPayloadError, _req: &HttpRequest) -> actix_web::Error {
+    ApiError::BadRequest(format!("malformed query string: {err}")).into()
+}
+
+async fn no_route(req: HttpRequest) -> Result<actix_web::HttpResponse, ApiError> {
+    Err(ApiError::NoRoute(format!(
+        "no endpoint {} {}",
+        req.method(),
+        req.path()
+    )))
+}

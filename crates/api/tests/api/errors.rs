@@ -1,0 +1,158 @@
+//! Bad input of every kind: a clear problem+json 4xx, never a 5xx, and no
+//! row written.
+
+use serde_json::json;
+
+use crate::support::{assert_problem, spawn_app};
+
+#[tokio::test]
+async fn malformed_requests_get_4xx_problems_and_change_nothing() {
+    let app = spawn_app().await;
+    let user = app.create_user("a").await;
+    let chat = app.create_chat_ok(user, &[]).await;
+    let before = app.row_counts().await;
+    let json_type = "application/json";
+    let cases: Vec<(&str, String, &str, String, u16, &str)> = vec![
+        (
+            "POST",
+            "/v1/chats".into(),
+            json_type,
+            "{".into(),
+            400,
+            "bad-request",
+        ),
+        (
+            "POST",
+            "/v1/chats".into(),
+            json_type,
+            "[]".into(),
+            400,
+            "bad-request",
+        ),
+        (
+            "POST",
+            "/v1/chats".into(),
+            json_type,
+            "null".into(),
+            400,
+            "bad-request",
+        ),
+        (
+            "POST",
+            "/v1/chats".into(),
+            json_type,
+            json!({"name": "r", "creator_id": "nope"}).to_string(),
+            400,
+            "bad-request",
+        ),
+        (
+            "POST",
+            "/v1/chats".into(),
+            json_type,
+            json!({"name": 5, "creator_id": user}).to_string(),
+            400,
+            "bad-request",
+        ),
+        (
+            "POST",
+            "/v1/chats".into(),
+            json_type,
+            json!({"name": "r", "creator_id": user, "members": []}).to_string(),
+            400,
+            "bad-request",
+        ),
+        (
+            "POST",
+            "/v1/chats".into(),
+            "text/plain",
+            json!({"name": "r", "creator_id": user}).to_string(),
+            415,
+            "unsupported-media-type",
+        ),
+        (
+            "POST",
+            "/v1/chats".into(),
+            json_type,
+            json!({"name": "", "creator_id": user}).to_string(),
+            422,
+            "validation",
+        ),
+        (
+            "POST",
+            "/v1/chats".into(),
+            json_type,
+            json!({"name": "r".repeat(201), "creator_id": user}).to_string(),
+            422,
+            "validation",
+        ),
+        (
+            "POST",
+            format!("/v1/chats/{chat}/messages"),
+            json_type,
+            json!({"sender_id": user}).to_string(),
+            400,
+            "bad-request",
+        ),
+        (
+            "POST",
+            "/v1/chats/not-a-uuid/messages".into(),
+            json_type,
+            json!({"sender_id": user, "body": "x"}).to_string(),
+            400,
+            "bad-request",
+        ),
+        (
+            "POST",
+            "/v1/users".into(),
+            json_type,
+            "{\"name\": \"a\"".into(),
+            400,
+            "bad-request",
+        ),
+        (
+            "POST",
+            "/v1/users".into(),
+            json_type,
+            format!("{{\"name\": \"{}\"}}", "x".repeat(5 * 1024 * 1024)),
+            413,
+            "payload-too-large",
+        ),
+        (
+            "GET",
+            "/v1/users/123".into(),
+            "",
+            String::new(),
+            400,
+            "bad-request",
+        ),
+        (
+            "GET",
+            "/v2/chats".into(),
+            "",
+            String::new(),
+            404,
+            "no-route",
+        ),
+        (
+            "DELETE",
+            format!("/v1/chats/{chat}"),
+            "",
+            String::new(),
+            404,
+            "no-route",
+        ),
+    ];
+    for (method, path, content_type, body, status, slug) in cases {
+        let mut req = app
+            .client
+            .request(method.parse().unwrap(), app.url(&path))
+            .body(body);
+        if !content_type.is_empty() {
+            req = req.header("content-type", content_type);
+        }
+        let resp = req.send().await.unwrap();
+        assert_eq!(resp.status().as_u16(), status, "{method} {path}");
+        assert_problem(resp, status, slug).await;
+    }
+    assert_eq!(app.row_counts().await, before);
+}

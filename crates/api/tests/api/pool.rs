@@ -1,0 +1,93 @@
+//! The pool under pressure, and the database gone.
+
+use std::time::Duration;
+
+use diesel_async::SimpleAsyncConnection;
+use reqwest::StatusCode;
+
+use crate::support::{assert_problem, sample, spawn_app_with, spawn_on};
+
+/// With one connection held by a blocked createChat, the next request
+/// waits the acquire timeout and gets 503 with Retry-After; the blocked one
+/// completes once the lock is gone.
+#[tokio::test]
+async fn an_exhausted_pool_answers_503_with_retry_after() {
+    let app = spawn_app_with(&[
+        ("DB_POOL_MAX_SIZE", "1"),
+        ("DB_POOL_ACQUIRE_TIMEOUT_MS", "300"),
+    ])
+    .await;
+    let user = app.create_user("a").await;
+
+    let mut locker = app.db.connect().await;
+    locker
+        .batch_execute("BEGIN; LOCK TABLE chats IN ACCESS EXCLUSIVE MODE;")
+        .await
+        .unwrap();
+    let blocked = {
+        let client = app.client.clone();
+        let url = app.url("/v1/chats");
+        tokio::spawn(async move {
+            client
+                .post(url)
+                .json(&serde_json::json!({"name": "r", "creator_id": user}))
+                .send()
+                .await
+                .unwrap()
+                .status()
+        })
+    };
+    // Wait until the blocked request holds the only connection.
+    let mut held = false;
+    for _ in 0..100 {
+        let m = app.metrics().await;
+        if sample(&m, "db_client_connection_count{state=\"used\"}") == Some(1.0) {
+            held = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(held, "the createChat never took the connection");
+
+    let resp = app.get(&format!("/v1/users/{user}")).await;
+    assert_eq!(resp.headers()["retry-after"], "1");
+    assert_problem(resp, 503, "unavailable").await;
+    let m = app.metrics().await;
+    assert_eq!(sample(&m, "db_client_connection_timeouts_total"), Some(1.0));
+    assert_eq!(
+        sample(&m, "db_client_connection_pending_requests"),
+        Some(0.0)
+    );
+
+    locker.batch_execute("COMMIT").await.unwrap();
+    assert_eq!(blocked.await.unwrap(), StatusCode::CREATED);
+}
+
+/// With the database unreachable the process keeps serving: liveness is
+/// fine, readiness and data endpoints answer 503.
+#[tokio::test]
+async fn an_unreachable_database_gives_503_not_a_crash() {
+    let db = chatlab_testdb::TestDb::new().await;
+    // A port nothing listens on: bind one, then let it go.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dead_url = format!("postgres://postgres@127.0.0.1:{port}/nowhere");
+    let app = spawn_on(
+        db,
+        &[
+            ("DATABASE_URL", dead_url.as_str()),
+            ("DB_RUN_MIGRATIONS", "false"),
+            ("DB_POOL_ACQUIRE_TIMEOUT_MS", "300"),
+        ],
+    )
+    .await;
+    assert_eq!(app.get("/healthz").await.status(), StatusCode::OK);
+    assert_problem(app.get("/readyz").await, 503, "unavailable").await;
+    let resp = app
+        .post_json("/v1/users", &serde_json::json!({"name": "a"}))
+        .await;
+    assert_problem(resp, 503, "unavailable").await;
+}

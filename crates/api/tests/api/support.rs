@@ -1,0 +1,188 @@
+//! `TestApp`: a server on port 0 with its own database, and a typed helper
+//! per endpoint. Logs are quiet unless `TEST_LOG` is set.
+
+use std::collections::HashMap;
+
+use diesel::prelude::*;
+use diesel_async::RunQueryDsl;
+use reqwest::{Response, StatusCode};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use chatlab_api::config::{LogFormat, Settings};
+use chatlab_api::startup::Application;
+use chatlab_persistence::schema::{chat_members, chats, messages, users};
+use chatlab_testdb::TestDb;
+pub use chatlab_testdb::sample;
+
+pub struct TestApp {
+    pub address: String,
+    pub client: reqwest::Client,
+    pub db: TestDb,
+    handle: actix_web::dev::ServerHandle,
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        // Stop the server so its pool lets go of the database before the
+        // database is dropped.
+        let handle = self.handle.clone();
+        drop(tokio::spawn(async move { handle.stop(false).await }));
+    }
+}
+
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with(&[]).await
+}
+
+/// A server with extra env settings on top of the test defaults.
+pub async fn spawn_app_with(extra: &[(&str, &str)]) -> TestApp {
+    let db = TestDb::new().await;
+    spawn_on(db, extra).await
+}
+
+pub async fn spawn_on(db: TestDb, extra: &[(&str, &str)]) -> TestApp {
+    if std::env::var_os("TEST_LOG").is_some() {
+        chatlab_api::telemetry::init(LogFormat::Pretty, "debug");
+    }
+    let mut vars: HashMap<String, String> = HashMap::from([
+        ("DATABASE_URL".into(), db.url().to_owned()),
+        ("HTTP_ADDR".into(), "127.0.0.1:0".into()),
+        ("HTTP_WORKERS".into(), "2".into()),
+        ("DB_POOL_MAX_SIZE".into(), "4".into()),
+        // The template is already migrated; running them again is a no-op
+        // but proves startup tolerates it.
+        ("DB_RUN_MIGRATIONS".into(), "true".into()),
+    ]);
+    for (k, v) in extra {
+        vars.insert((*k).to_owned(), (*v).to_owned());
+    }
+    let settings = Settings::from_vars(vars).expect("test settings");
+    let app = Application::build(settings).await.expect("build app");
+    let address = format!("http://127.0.0.1:{}", app.port());
+    let handle = app.handle();
+    tokio::spawn(app.run_until_stopped());
+    TestApp {
+        address,
+        client: reqwest::Client::new(),
+        db,
+        handle,
+    }
+}
+
+impl TestApp {
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.address, path)
+    }
+
+    pub async fn get(&self, path: &str) -> Response {
+        self.client.get(self.url(path)).send().await.unwrap()
+    }
+
+    pub async fn post_json(&self, path: &str, body: &Value) -> Response {
+        self.client
+            .post(self.url(path))
+            .json(body)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    pub async fn create_user(&self, name: &str) -> Uuid {
+        let resp = self.post_json("/v1/users", &json!({ "name": name })).await;
+        assert_eq!(resp.status(), StatusCode::CREATED);
+        let body: Value = resp.json().await.unwrap();
+        body["id"].as_str().unwrap().parse().unwrap()
+    }
+
+    pub async fn bulk_users(&self, count: usize) -> Vec<Uuid> {
+        let resp = self
+            .post_json("/v1/users/bulk", &json!({ "count": count }))
+            .await;
+        assert_eq!(resp.status(), StatusCode::CREATED);
+        let body: Value = resp.json().await.unwrap();
+        body["ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().parse().unwrap())
+            .collect()
+    }
+
+    /// `POST /v1/chats`, optionally naming a strategy in the header.
+    pub async fn create_chat(
+        &self,
+        creator: Uuid,
+        members: &[Uuid],
+        strategy: Option<&str>,
+    ) -> Response {
+        let mut req = self.client.post(self.url("/v1/chats")).json(&json!({
+            "name": "room",
+            "creator_id": creator,
+            "member_ids": members,
+        }));
+        if let Some(s) = strategy {
+            req = req.header("x-chatlab-insert-strategy", s);
+        }
+        req.send().await.unwrap()
+    }
+
+    pub async fn create_chat_ok(&self, creator: Uuid, members: &[Uuid]) -> Uuid {
+        let resp = self.create_chat(creator, members, None).await;
+        assert_eq!(resp.status(), StatusCode::CREATED);
+        let body: Value = resp.json().await.unwrap();
+        body["id"].as_str().unwrap().parse().unwrap()
+    }
+
+    pub async fn send_message(&self, chat: Uuid, sender: Uuid, body: &str) -> Response {
+        self.post_json(
+            &format!("/v1/chats/{chat}/messages"),
+            &json!({ "sender_id": sender, "body": body }),
+        )
+        .await
+    }
+
+    pub async fn metrics(&self) -> String {
+        let resp = self.get("/metrics").await;
+        assert_eq!(resp.status(), StatusCode::OK);
+        resp.text().await.unwrap()
+    }
+
+    /// Rows in users, chats, chat_members and messages.
+    pub async fn row_counts(&self) -> [i64; 4] {
+        let mut conn = self.db.connect().await;
+        [
+            users::table.count().get_result(&mut conn).await.unwrap(),
+            chats::table.count().get_result(&mut conn).await.unwrap(),
+            chat_members::table
+                .count()
+                .get_result(&mut conn)
+                .await
+                .unwrap(),
+            messages::table.count().get_result(&mut conn).await.unwrap(),
+        ]
+    }
+}
+
+/// Asserts a problem+json response with the given status and type slug;
+/// returns its body.
+pub async fn assert_problem(resp: Response, status: u16, slug: &str) -> Value {
+    assert_eq!(resp.status().as_u16(), status, "status");
+    let content_type = resp
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    assert_eq!(content_type, "application/problem+json");
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(
+        body["type"],
+        format!("urn:chatlab:problem:{slug}"),
+        "{body}"
+    );
+    assert_eq!(body["status"], status);
+    assert!(body["title"].as_str().is_some_and(|t| !t.is_empty()));
+    assert!(body["detail"].as_str().is_some_and(|d| !d.is_empty()));
+    body
+}

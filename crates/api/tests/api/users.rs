@@ -1,0 +1,66 @@
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::support::{assert_problem, spawn_app, spawn_app_with};
+
+#[tokio::test]
+async fn a_created_user_can_be_read_back() {
+    let app = spawn_app().await;
+    let id = app.create_user("  ada  ").await;
+    let resp = app.get(&format!("/v1/users/{id}")).await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["name"], "ada");
+    assert_eq!(body["id"], id.to_string());
+}
+
+#[tokio::test]
+async fn an_unknown_user_is_404() {
+    let app = spawn_app().await;
+    let resp = app.get(&format!("/v1/users/{}", Uuid::now_v7())).await;
+    assert_problem(resp, 404, "not-found").await;
+}
+
+#[tokio::test]
+async fn invalid_names_are_422_and_write_nothing() {
+    let app = spawn_app().await;
+    let too_long = "x".repeat(101);
+    for name in ["", "   ", too_long.as_str()] {
+        let resp = app.post_json("/v1/users", &json!({ "name": name })).await;
+        let body = assert_problem(resp, 422, "validation").await;
+        assert_eq!(body["errors"][0]["field"], "name");
+    }
+    assert_eq!(app.row_counts().await, [0, 0, 0, 0]);
+}
+
+#[tokio::test]
+async fn bulk_creates_by_count_or_by_names() {
+    let app = spawn_app().await;
+    let ids = app.bulk_users(250).await;
+    assert_eq!(ids.len(), 250);
+    let resp = app
+        .post_json("/v1/users/bulk", &json!({ "names": ["a", "b"] }))
+        .await;
+    assert_eq!(resp.status(), StatusCode::CREATED);
+    assert_eq!(resp.headers()["x-chatlab-insert-strategy"], "batch");
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["count"], 2);
+    assert_eq!(app.row_counts().await[0], 252);
+}
+
+#[tokio::test]
+async fn bulk_rejects_bad_requests_and_writes_nothing() {
+    let app = spawn_app_with(&[("USERS_BULK_MAX", "10")]).await;
+    for body in [
+        json!({ "count": 11 }),
+        json!({ "count": 0 }),
+        json!({}),
+        json!({ "count": 2, "names": ["a"] }),
+        json!({ "names": ["ok", ""] }),
+    ] {
+        let resp = app.post_json("/v1/users/bulk", &body).await;
+        assert_problem(resp, 422, "validation").await;
+    }
+    assert_eq!(app.row_counts().await, [0, 0, 0, 0]);
+}
