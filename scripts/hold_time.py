@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Connection hold time of createChat per insert strategy, on a running server.
+
+Creates CHATS chats of MEMBERS members with each strategy in turn (A B C A B
+C ..., so drift of a shared machine falls on all three alike), one request at
+a time, through the X-Chatlab-Insert-Strategy header (the server must run
+with CHATLAB_ALLOW_OVERRIDES=true), then reads the server's
+chatlab_create_chat_connection_hold_seconds histogram and prints, per
+strategy, the INSERT statements per chat and the mean and p95 hold time.
+
+    BASE_URL=http://127.0.0.1:8080 MEMBERS=50 CHATS=300 python3 scripts/hold_time.py
+
+Only the standard library; sends traffic to BASE_URL only, a bounded number
+of requests. This is a single-client probe of cost per transaction, not a
+load test (that is the load harness's job).
+"""
+import json
+import os
+import re
+import sys
+import urllib.request
+
+BASE = os.environ.get("BASE_URL", "http://127.0.0.1:8080").rstrip("/")
+MEMBERS = int(os.environ.get("MEMBERS", "50"))
+CHATS = int(os.environ.get("CHATS", "300"))
+STRATEGIES = ["per_row", "batch", "unnest"]
+
+
+def call(method, path, body=None, headers=None):
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(BASE + path, data=data, method=method)
+    req.add_header("content-type", "application/json")
+    for k, v in (headers or {}).items():
+        req.add_header(k, v)
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        return resp.status, resp.read().decode()
+
+
+def scrape():
+    _, text = call("GET", "/metrics")
+    hist = {}
+    pattern = re.compile(
+        r'^chatlab_create_chat_connection_hold_seconds_(bucket|sum|count)\{(.*?)\} (\S+)'
+    )
+    for line in text.splitlines():
+        m = pattern.match(line)
+        if not m:
+            continue
+        kind, labels, value = m.groups()
+        strategy = re.search(r'strategy="([^"]+)"', labels).group(1)
+        h = hist.setdefault(strategy, {"buckets": []})
+        if kind == "bucket":
+            le = re.search(r'le="([^"]+)"', labels).group(1)
+            h["buckets"].append((float("inf") if le == "+Inf" else float(le), float(value)))
+        else:
+            h[kind] = float(value)
+    stmts = {}
+    for line in text.splitlines():
+        m = re.match(r'^chatlab_create_chat_statements_total\{strategy="([^"]+)"\} (\S+)', line)
+        if m:
+            stmts[m.group(1)] = float(m.group(2))
+    return hist, stmts
+
+
+def quantile(buckets, count, q):
+    """Upper bound of the bucket holding the q-quantile."""
+    target = q * count
+    for le, cumulative in buckets:
+        if cumulative >= target:
+            return le
+    return float("inf")
+
+
+def main():
+    _, body = call("POST", "/v1/users/bulk", {"count": MEMBERS, "name_prefix": "hold-"})
+    ids = json.loads(body)["ids"]
+    before, stmts_before = scrape()
+    for i in range(CHATS):
+        for strategy in STRATEGIES:
+            status, _ = call(
+                "POST",
+                "/v1/chats",
+                {"name": f"hold {i}", "creator_id": ids[0], "member_ids": ids[1:]},
+                {"X-Chatlab-Insert-Strategy": strategy},
+            )
+            if status != 201:
+                sys.exit(f"createChat answered {status}")
+    after, stmts_after = scrape()
+    print(f"members={MEMBERS} chats per strategy={CHATS} (one client, strategies interleaved)")
+    print("| strategy | INSERTs per chat | mean hold ms | p95 hold ms (bucket bound) |")
+    print("|---|---|---|---|")
+    for s in STRATEGIES:
+        a, b = after.get(s, {}), before.get(s, {"sum": 0, "count": 0, "buckets": []})
+        count = a.get("count", 0) - b.get("count", 0)
+        total = a.get("sum", 0) - b.get("sum", 0)
+        prior = dict(b.get("buckets", []))
+        buckets = [(le, c - prior.get(le, 0)) for le, c in a.get("buckets", [])]
+        stmts = (stmts_after.get(s, 0) - stmts_before.get(s, 0)) / max(count, 1)
+        mean = 1000 * total / max(count, 1)
+        p95 = 1000 * quantile(buckets, count, 0.95)
+        print(f"| {s} | {stmts:.0f} | {mean:.2f} | {p95:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Stops the private clusters that ensure-postgres.sh started in .pgdata/.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+for data in "$root"/.pgdata/*/; do
+    [[ -f "$data/postmaster.pid" ]] || continue
+    pg_ctl=$(ls -d /usr/lib/postgresql/*/bin/pg_ctl 2>/dev/null | sort -V -r | head -n 1)
+    if [[ $(id -u) -eq 0 ]]; then
+        runuser -u postgres -- "$pg_ctl" -D "$data" -m fast stop
+    else
+        "$pg_ctl" -D "$data" -m fast stop
+    fi
+done
