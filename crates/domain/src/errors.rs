@@ -47,6 +47,9 @@ pub enum UnavailableReason {
     Timeout,
     /// The transaction lost a serialization or deadlock race; retrying helps.
     Contention,
+    /// The event broker did not acknowledge in time (`in_tx_await`): the
+    /// transaction was rolled back.
+    EventBroker,
 }
 
 impl fmt::Display for UnavailableReason {
@@ -56,6 +59,7 @@ impl fmt::Display for UnavailableReason {
             Self::Connection => "the database could not be reached",
             Self::Timeout => "the database cancelled a statement that ran too long",
             Self::Contention => "the transaction conflicted with another one",
+            Self::EventBroker => "the event broker did not acknowledge; nothing was written",
         })
     }
 }

@@ -4,22 +4,29 @@
 //! This crate does no I/O and depends on no database, HTTP or Kafka crate;
 //! `persistence` and `api` depend on it, never the other way round.
 
+pub mod audit;
 pub mod commands;
 pub mod entities;
 pub mod errors;
+pub mod events;
 pub mod ids;
 pub mod limits;
 pub mod paging;
 pub mod ports;
+pub mod publish_mode;
 pub mod strategy;
 pub mod validation;
 
 pub use commands::{CreateChat, NewChat, NewMessage, NewUser, SendMessage};
 pub use entities::{Chat, ChatCreated, Member, Message, MessageKind, User};
 pub use errors::{Entity, RepositoryError, UnavailableReason};
+pub use events::{Event, EventPayload};
 pub use ids::{ChatId, MessageId, UserId};
 pub use limits::Limits;
 pub use paging::{Page, PageRequest};
-pub use ports::{ChatRepository, HealthCheck, MessageRepository, UserRepository};
+pub use ports::{
+    ChatRepository, EventPublisher, HealthCheck, MessageRepository, PublishError, UserRepository,
+};
+pub use publish_mode::{PublishMode, UnknownPublishMode};
 pub use strategy::{InsertStrategy, UnknownStrategy};
 pub use validation::{FieldError, ValidationErrors};

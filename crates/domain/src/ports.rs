@@ -7,8 +7,10 @@ use async_trait::async_trait;
 use crate::commands::{CreateChat, NewUser, SendMessage};
 use crate::entities::{Chat, ChatCreated, Member, Message, User};
 use crate::errors::RepositoryError;
+use crate::events::Event;
 use crate::ids::{ChatId, MessageId, UserId};
 use crate::paging::{Page, PageRequest};
+use crate::publish_mode::PublishMode;
 use crate::strategy::InsertStrategy;
 
 /// Users.
@@ -29,12 +31,14 @@ pub trait UserRepository: Send + Sync {
 #[async_trait]
 pub trait ChatRepository: Send + Sync {
     /// createChat: the chat row, its member rows (by `strategy`) and the
-    /// "room created" system message, in one transaction. Unknown member ids
-    /// answer `UnknownUsers` listing every one of them, and nothing is written.
+    /// "room created" system message, in one transaction, with its
+    /// `chat.created` event published by `mode`. Unknown member ids answer
+    /// `UnknownUsers` listing every one of them, and nothing is written.
     async fn create_chat(
         &self,
         command: CreateChat,
         strategy: InsertStrategy,
+        mode: PublishMode,
     ) -> Result<ChatCreated, RepositoryError>;
 
     /// Reads a chat with its member count; `NotFound` if absent.
@@ -52,9 +56,14 @@ pub trait ChatRepository: Send + Sync {
 /// Messages.
 #[async_trait]
 pub trait MessageRepository: Send + Sync {
-    /// Writes a talk message. `NotFound` if the chat does not exist,
-    /// `NotAMember` if the sender is not one of its members.
-    async fn send_message(&self, command: SendMessage) -> Result<Message, RepositoryError>;
+    /// Writes a talk message with its `message.sent` event published by
+    /// `mode`. `NotFound` if the chat does not exist, `NotAMember` if the
+    /// sender is not one of its members.
+    async fn send_message(
+        &self,
+        command: SendMessage,
+        mode: PublishMode,
+    ) -> Result<Message, RepositoryError>;
 
     /// Messages newest first, strictly older than the cursor; `NotFound` if
     /// the chat does not exist.
@@ -70,4 +79,23 @@ pub trait MessageRepository: Send + Sync {
 pub trait HealthCheck: Send + Sync {
     /// Succeeds when a pooled connection answers a query.
     async fn ping(&self) -> Result<(), RepositoryError>;
+}
+
+/// Why an event was not acknowledged.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("event not published: {0}")]
+pub struct PublishError(pub String);
+
+/// The event broker. Implementations bound every wait by their send
+/// timeout, so no mode can hold a database connection forever.
+#[async_trait]
+pub trait EventPublisher: Send + Sync {
+    /// Produces the event and waits for the broker's acknowledgement.
+    /// `mode` labels the metrics.
+    async fn publish(&self, event: &Event, mode: PublishMode) -> Result<(), PublishError>;
+
+    /// Hands the event to the producer's queue and returns at once; the
+    /// delivery outcome is only counted. Fails only when the queue refuses
+    /// the record (full, or the producer is closed).
+    fn enqueue(&self, event: &Event, mode: PublishMode) -> Result<(), PublishError>;
 }

@@ -1,0 +1,179 @@
+//! The events chatlab publishes, and their JSON form on the topic.
+//!
+//! Every event has a UUIDv7 `event_id`, a `type`, `occurred_at` (the write's
+//! own timestamp, so the audit can match windows exactly), a
+//! `schema_version`, the `publish_mode` that produced it (the audit needs it
+//! for events whose write never committed), and the chat it belongs to,
+//! which is also its key: one chat's events land in one partition, in order.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::commands::{CreateChat, SendMessage};
+use crate::publish_mode::PublishMode;
+
+/// Version of the JSON layout below.
+pub const EVENT_SCHEMA_VERSION: u32 = 1;
+
+/// One event, as published.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    /// Unique per event (UUIDv7); duplicates on the topic share it.
+    pub event_id: Uuid,
+    /// When the write happened.
+    pub occurred_at: DateTime<Utc>,
+    /// [`EVENT_SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// The mode that produced the event.
+    pub publish_mode: String,
+    /// What happened.
+    #[serde(flatten)]
+    pub payload: EventPayload,
+}
+
+/// The event types and their fields; `type` on the wire.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum EventPayload {
+    /// A chat was created.
+    #[serde(rename = "chat.created")]
+    ChatCreated {
+        /// The chat.
+        chat_id: Uuid,
+        /// Its name.
+        name: String,
+        /// Its creator.
+        creator_id: Uuid,
+        /// Members written, creator included.
+        member_count: usize,
+        /// The "room created" message.
+        system_message_id: Uuid,
+    },
+    /// A member posted a message.
+    #[serde(rename = "message.sent")]
+    MessageSent {
+        /// The chat.
+        chat_id: Uuid,
+        /// The message.
+        message_id: Uuid,
+        /// Its author.
+        sender_id: Uuid,
+        /// Body length in characters.
+        body_length: usize,
+    },
+}
+
+impl Event {
+    /// The `chat.created` event of a createChat.
+    pub fn chat_created(command: &CreateChat, mode: PublishMode) -> Self {
+        Self::new(
+            command.created_at,
+            mode,
+            EventPayload::ChatCreated {
+                chat_id: command.chat_id.as_uuid(),
+                name: command.name.clone(),
+                creator_id: command.creator_id.as_uuid(),
+                member_count: command.member_ids.len(),
+                system_message_id: command.system_message_id.as_uuid(),
+            },
+        )
+    }
+
+    /// The `message.sent` event of a message.
+    pub fn message_sent(command: &SendMessage, mode: PublishMode) -> Self {
+        Self::new(
+            command.created_at,
+            mode,
+            EventPayload::MessageSent {
+                chat_id: command.chat_id.as_uuid(),
+                message_id: command.id.as_uuid(),
+                sender_id: command.sender_id.as_uuid(),
+                body_length: command.body.chars().count(),
+            },
+        )
+    }
+
+    fn new(occurred_at: DateTime<Utc>, mode: PublishMode, payload: EventPayload) -> Self {
+        Self {
+            event_id: Uuid::now_v7(),
+            occurred_at,
+            schema_version: EVENT_SCHEMA_VERSION,
+            publish_mode: mode.as_str().to_owned(),
+            payload,
+        }
+    }
+
+    /// The `type` field.
+    pub fn event_type(&self) -> &'static str {
+        match self.payload {
+            EventPayload::ChatCreated { .. } => "chat.created",
+            EventPayload::MessageSent { .. } => "message.sent",
+        }
+    }
+
+    /// The chat the event belongs to: its key on the topic.
+    pub fn chat_id(&self) -> Uuid {
+        match self.payload {
+            EventPayload::ChatCreated { chat_id, .. }
+            | EventPayload::MessageSent { chat_id, .. } => chat_id,
+        }
+    }
+
+    /// The row the event announces: the chat for `chat.created`, the
+    /// message for `message.sent`.
+    pub fn subject_id(&self) -> Uuid {
+        match self.payload {
+            EventPayload::ChatCreated { chat_id, .. } => chat_id,
+            EventPayload::MessageSent { message_id, .. } => message_id,
+        }
+    }
+
+    /// The record key: the chat id as text.
+    pub fn key(&self) -> String {
+        self.chat_id().to_string()
+    }
+
+    /// The JSON body.
+    pub fn to_json(&self) -> String {
+        // Serialising plain strings, numbers and UUIDs cannot fail.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Parses a JSON body.
+    pub fn from_json(bytes: &[u8]) -> Result<Self, serde_json::Error> {
+        serde_json::from_slice(bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::commands::NewChat;
+    use crate::ids::UserId;
+    use crate::limits::Limits;
+
+    #[test]
+    fn json_has_the_documented_fields_and_round_trips() {
+        let command = CreateChat::validate(
+            NewChat {
+                name: "r".into(),
+                creator_id: UserId::generate(),
+                member_ids: vec![UserId::generate()],
+            },
+            &Limits::default(),
+        )
+        .unwrap();
+        let event = Event::chat_created(&command, PublishMode::Outbox);
+        let json: serde_json::Value = serde_json::from_str(&event.to_json()).unwrap();
+        assert_eq!(json["type"], "chat.created");
+        assert_eq!(json["schema_version"], 1);
+        assert_eq!(json["publish_mode"], "outbox");
+        assert_eq!(json["member_count"], 2);
+        assert_eq!(json["chat_id"], command.chat_id.to_string());
+        assert!(json["event_id"].is_string() && json["occurred_at"].is_string());
+        assert_eq!(Event::from_json(event.to_json().as_bytes()).unwrap(), event);
+        assert_eq!(event.key(), command.chat_id.to_string());
+        assert_eq!(event.subject_id(), command.chat_id.as_uuid());
+    }
+}
