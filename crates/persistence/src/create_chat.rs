@@ -9,7 +9,7 @@ use diesel::QueryResult;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use uuid::Uuid;
 
-use chatlab_domain::{CreateChat, InsertStrategy, MessageKind};
+use chatlab_domain::{CreateChat, InsertStrategy, MessageKind, PublishMode};
 
 use crate::models::{ChatRow, MemberRow, MessageRow};
 use crate::queries::InsertMembersUnnest;
@@ -52,6 +52,7 @@ pub(crate) async fn create_chat_inner(
     conn: &mut AsyncPgConnection,
     command: &CreateChat,
     strategy: InsertStrategy,
+    mode: PublishMode,
 ) -> QueryResult<WriteCount> {
     let chat_id = command.chat_id.as_uuid();
     diesel::insert_into(chats::table)
@@ -60,6 +61,7 @@ pub(crate) async fn create_chat_inner(
             name: command.name.clone(),
             creator_id: command.creator_id.as_uuid(),
             created_at: command.created_at,
+            publish_mode: mode.as_str().to_owned(),
         })
         .execute(conn)
         .await?;
@@ -73,6 +75,8 @@ pub(crate) async fn create_chat_inner(
             kind: MessageKind::System.as_str().to_owned(),
             body: command.system_message_body.to_owned(),
             created_at: command.created_at,
+            // The system message has no event of its own.
+            publish_mode: PublishMode::Off.as_str().to_owned(),
         })
         .execute(conn)
         .await?;

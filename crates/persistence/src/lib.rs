@@ -9,12 +9,15 @@
 //! It knows nothing of HTTP; the `api` crate builds a [`DbConfig`] from env
 //! vars and hands in the Prometheus registry the metrics go to.
 
+pub mod audit_rows;
 pub mod config;
 mod create_chat;
 mod error_mapping;
 pub mod errors;
+mod event_publishing;
 pub mod migrations;
 mod models;
+pub mod outbox_relay;
 pub mod pool;
 pub mod pool_metrics;
 pub mod queries;

@@ -36,6 +36,7 @@ pub(crate) struct ChatRow {
     pub name: String,
     pub creator_id: Uuid,
     pub created_at: DateTime<Utc>,
+    pub publish_mode: String,
 }
 
 /// A `chat_members` row.
@@ -66,6 +67,7 @@ pub(crate) struct MessageRow {
     pub kind: String,
     pub body: String,
     pub created_at: DateTime<Utc>,
+    pub publish_mode: String,
 }
 
 impl TryFrom<MessageRow> for Message {

@@ -16,6 +16,7 @@ diesel::table! {
         name -> Text,
         creator_id -> Uuid,
         created_at -> Timestamptz,
+        publish_mode -> Text,
     }
 }
 
@@ -27,6 +28,22 @@ diesel::table! {
         kind -> Text,
         body -> Text,
         created_at -> Timestamptz,
+        publish_mode -> Text,
+    }
+}
+
+diesel::table! {
+    outbox (id) {
+        id -> Int8,
+        event_id -> Uuid,
+        chat_id -> Uuid,
+        lock_key -> Int4,
+        event_type -> Text,
+        payload -> Text,
+        created_at -> Timestamptz,
+        published_at -> Nullable<Timestamptz>,
+        attempts -> Int4,
+        last_error -> Nullable<Text>,
     }
 }
 
@@ -44,4 +61,4 @@ diesel::joinable!(chats -> users (creator_id));
 diesel::joinable!(messages -> chats (chat_id));
 diesel::joinable!(messages -> users (sender_id));
 
-diesel::allow_tables_to_appear_in_same_query!(chat_members, chats, messages, users,);
+diesel::allow_tables_to_appear_in_same_query!(chat_members, chats, messages, outbox, users,);

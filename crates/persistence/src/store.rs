@@ -10,15 +10,18 @@ use prometheus_client::registry::Registry;
 use tracing::instrument;
 
 use chatlab_domain::{
-    Chat, ChatCreated, ChatId, ChatRepository, CreateChat, Entity, HealthCheck, InsertStrategy,
-    Member, Message, MessageId, MessageKind, MessageRepository, NewUser, Page, PageRequest,
-    RepositoryError, SendMessage, User, UserId, UserRepository,
+    Chat, ChatCreated, ChatId, ChatRepository, CreateChat, Entity, Event, EventPublisher,
+    HealthCheck, InsertStrategy, Member, Message, MessageId, MessageKind, MessageRepository,
+    NewUser, Page, PageRequest, PublishMode, RepositoryError, SendMessage, UnavailableReason, User,
+    UserId, UserRepository,
 };
+use tokio::sync::Notify;
 
 use crate::config::DbConfig;
 use crate::create_chat::{WriteCount, create_chat_inner, rows_per_statement};
 use crate::error_mapping::is_foreign_key_violation;
 use crate::errors::PersistenceError;
+use crate::event_publishing::{TxError, publish_after_commit, publish_in_tx};
 use crate::models::UserRow;
 use crate::pool::DbPool;
 use crate::pool_metrics::PoolMetrics;
@@ -30,20 +33,49 @@ use crate::write_metrics::WriteMetrics;
 /// Users per multi-row INSERT in bulk creation (three columns each).
 const USER_ROWS_PER_STATEMENT: usize = rows_per_statement(3);
 
-/// The PostgreSQL store: a pool and the write-path metrics.
-#[derive(Debug, Clone)]
+/// The PostgreSQL store: a pool, the event publisher and the write-path
+/// metrics.
+#[derive(Clone)]
 pub struct PgStore {
     pool: DbPool,
     writes: Arc<WriteMetrics>,
+    publisher: Arc<dyn EventPublisher>,
+    outbox_wakeup: Arc<Notify>,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore")
+            .field("pool", &self.pool)
+            .finish_non_exhaustive()
+    }
 }
 
 impl PgStore {
     /// Builds the pool and registers the pool and write metrics.
-    pub fn new(config: &DbConfig, registry: &mut Registry) -> Self {
+    pub fn new(
+        config: &DbConfig,
+        registry: &mut Registry,
+        publisher: Arc<dyn EventPublisher>,
+    ) -> Self {
         let pool = DbPool::new(config, PoolMetrics::register(registry));
         Self {
             pool,
             writes: WriteMetrics::register(registry),
+            publisher,
+            outbox_wakeup: Arc::new(Notify::new()),
+        }
+    }
+
+    /// Notified after every commit that wrote an outbox row, so the relay
+    /// of this process publishes at once instead of at its next poll.
+    pub fn outbox_wakeup(&self) -> Arc<Notify> {
+        self.outbox_wakeup.clone()
+    }
+
+    fn after_commit(&self, mode: PublishMode) {
+        if mode == PublishMode::Outbox {
+            self.outbox_wakeup.notify_one();
         }
     }
 
@@ -62,6 +94,16 @@ impl PgStore {
 
 fn query_err(e: diesel::result::Error) -> RepositoryError {
     PersistenceError::Query(e).into()
+}
+
+fn tx_err(e: TxError) -> RepositoryError {
+    match e {
+        TxError::Db(e) => query_err(e),
+        TxError::Publish(e) => RepositoryError::Unavailable {
+            reason: UnavailableReason::EventBroker,
+            source: Box::new(e),
+        },
+    }
 }
 
 #[async_trait]
@@ -121,23 +163,31 @@ impl ChatRepository for PgStore {
     #[instrument(skip_all, fields(
         chat_id = %command.chat_id,
         strategy = strategy.as_str(),
+        publish_mode = mode.as_str(),
         members = command.member_ids.len(),
     ))]
     async fn create_chat(
         &self,
         command: CreateChat,
         strategy: InsertStrategy,
+        mode: PublishMode,
     ) -> Result<ChatCreated, RepositoryError> {
+        let event = Event::chat_created(&command, mode);
+        let publisher = self.publisher.as_ref();
         let mut conn = self.pool.checkout().await?;
         let outcome = conn
-            .transaction(async |c| create_chat_inner(c, &command, strategy).await)
+            .transaction(async |c| {
+                let written = create_chat_inner(c, &command, strategy, mode).await?;
+                publish_in_tx(c, publisher, &event, mode).await?;
+                Ok::<_, TxError>(written)
+            })
             .await;
         let written: WriteCount = match outcome {
             Ok(written) => written,
             // An unknown creator or member: the transaction rolled back, so
             // nothing is written. Finding out which ids are unknown costs a
             // query only on this path, never on the happy one.
-            Err(e) if is_foreign_key_violation(&e) => {
+            Err(TxError::Db(e)) if is_foreign_key_violation(&e) => {
                 let missing = reads::missing_users(&mut conn, &command.member_ids)
                     .await
                     .map_err(query_err)?;
@@ -147,12 +197,14 @@ impl ChatRepository for PgStore {
                     RepositoryError::UnknownUsers(missing)
                 });
             }
-            Err(e) => return Err(query_err(e)),
+            Err(e) => return Err(tx_err(e)),
         };
         let held = conn.held_for();
         drop(conn);
         self.writes
             .record(strategy, written.statements, written.rows, held);
+        self.after_commit(mode);
+        publish_after_commit(publisher, &event, mode).await;
         Ok(ChatCreated {
             id: command.chat_id,
             name: command.name,
@@ -210,19 +262,37 @@ impl ChatRepository for PgStore {
 
 #[async_trait]
 impl MessageRepository for PgStore {
-    #[instrument(skip_all, fields(chat_id = %command.chat_id))]
-    async fn send_message(&self, command: SendMessage) -> Result<Message, RepositoryError> {
-        let mut conn = self.pool.checkout().await?;
-        let inserted = InsertTalkIfMember {
+    #[instrument(skip_all, fields(chat_id = %command.chat_id, publish_mode = mode.as_str()))]
+    async fn send_message(
+        &self,
+        command: SendMessage,
+        mode: PublishMode,
+    ) -> Result<Message, RepositoryError> {
+        let event = Event::message_sent(&command, mode);
+        let publisher = self.publisher.as_ref();
+        let insert = InsertTalkIfMember {
             id: command.id.as_uuid(),
             chat_id: command.chat_id.as_uuid(),
             sender_id: command.sender_id.as_uuid(),
             body: command.body.clone(),
             created_at: command.created_at,
-        }
-        .execute(&mut *conn)
-        .await
-        .map_err(query_err)?;
+            publish_mode: mode.as_str(),
+        };
+        let mut conn = self.pool.checkout().await?;
+        let inserted = if mode == PublishMode::Off || mode == PublishMode::AfterCommit {
+            // One statement: no transaction needed.
+            insert.execute(&mut *conn).await.map_err(query_err)?
+        } else {
+            conn.transaction(async |c| {
+                let inserted = insert.execute(c).await?;
+                if inserted == 1 {
+                    publish_in_tx(c, publisher, &event, mode).await?;
+                }
+                Ok::<_, TxError>(inserted)
+            })
+            .await
+            .map_err(tx_err)?
+        };
         if inserted == 0 {
             let chat_exists = reads::chat_exists(&mut conn, command.chat_id.as_uuid())
                 .await
@@ -236,6 +306,9 @@ impl MessageRepository for PgStore {
                 Self::not_found(Entity::Chat, command.chat_id)
             });
         }
+        drop(conn);
+        self.after_commit(mode);
+        publish_after_commit(publisher, &event, mode).await;
         Ok(Message {
             id: command.id,
             chat_id: command.chat_id,

@@ -7,8 +7,8 @@ use diesel::query_builder::{AstPass, QueryFragment, QueryId};
 use diesel::sql_types::{Text, Timestamptz, Uuid as SqlUuid};
 use uuid::Uuid;
 
-/// `INSERT INTO messages (...) SELECT $1, $2, $3, 'talk', $4, $5
-///  WHERE EXISTS (SELECT 1 FROM chat_members WHERE chat_id = $6 AND user_id = $7)`.
+/// `INSERT INTO messages (...) SELECT $1, $2, $3, 'talk', $4, $5, $6
+///  WHERE EXISTS (SELECT 1 FROM chat_members WHERE chat_id = $7 AND user_id = $8)`.
 ///
 /// One round trip checks membership and writes the message atomically; it
 /// affects one row, or none when the sender is not a member (or the chat
@@ -25,12 +25,15 @@ pub struct InsertTalkIfMember {
     pub body: String,
     /// Creation time.
     pub created_at: DateTime<Utc>,
+    /// The publish mode of the message's event.
+    pub publish_mode: &'static str,
 }
 
 impl QueryFragment<Pg> for InsertTalkIfMember {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
         out.push_sql(
-            "INSERT INTO messages (id, chat_id, sender_id, kind, body, created_at) SELECT ",
+            "INSERT INTO messages (id, chat_id, sender_id, kind, body, created_at, publish_mode) \
+             SELECT ",
         );
         out.push_bind_param::<SqlUuid, _>(&self.id)?;
         out.push_sql(", ");
@@ -41,6 +44,8 @@ impl QueryFragment<Pg> for InsertTalkIfMember {
         out.push_bind_param::<Text, _>(&self.body)?;
         out.push_sql(", ");
         out.push_bind_param::<Timestamptz, _>(&self.created_at)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Text, _>(self.publish_mode)?;
         out.push_sql(" WHERE EXISTS (SELECT 1 FROM chat_members WHERE chat_id = ");
         out.push_bind_param::<SqlUuid, _>(&self.chat_id)?;
         out.push_sql(" AND user_id = ");

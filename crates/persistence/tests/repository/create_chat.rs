@@ -2,7 +2,7 @@ use std::collections::HashSet;
 
 use proptest::prelude::*;
 
-use chatlab_domain::{ChatRepository, InsertStrategy, RepositoryError, UserId};
+use chatlab_domain::{ChatRepository, InsertStrategy, PublishMode, RepositoryError, UserId};
 
 use crate::support::{command, fixture, read_chat, row_counts, seed_users};
 
@@ -17,7 +17,11 @@ async fn same_rows_for_every_strategy(member_count: usize) {
         let mut cmd = template.clone();
         cmd.chat_id = chatlab_domain::ChatId::generate();
         cmd.system_message_id = chatlab_domain::MessageId::generate();
-        let created = f.store.create_chat(cmd.clone(), strategy).await.unwrap();
+        let created = f
+            .store
+            .create_chat(cmd.clone(), strategy, PublishMode::Off)
+            .await
+            .unwrap();
         assert_eq!(created.member_count, member_count, "{strategy}");
         assert_eq!(created.id, cmd.chat_id);
         let rows = read_chat(&mut conn, cmd.chat_id.as_uuid()).await;
@@ -66,7 +70,11 @@ async fn unknown_members_are_listed_and_nothing_is_written() {
     for strategy in InsertStrategy::ALL {
         let err = f
             .store
-            .create_chat(command("room", users[0], &members), strategy)
+            .create_chat(
+                command("room", users[0], &members),
+                strategy,
+                PublishMode::Off,
+            )
             .await
             .unwrap_err();
         match err {
@@ -82,6 +90,7 @@ async fn unknown_members_are_listed_and_nothing_is_written() {
         .create_chat(
             command("room", ghost_creator, &users),
             InsertStrategy::Batch,
+            PublishMode::Off,
         )
         .await
         .unwrap_err();
@@ -101,7 +110,7 @@ async fn concurrent_creates_all_commit() {
         let members: Vec<UserId> = users.iter().skip(i).take(30).copied().collect();
         let cmd = command(&format!("room {i}"), users[0], &members);
         tasks.push(tokio::spawn(async move {
-            store.create_chat(cmd, strategy).await
+            store.create_chat(cmd, strategy, PublishMode::Off).await
         }));
     }
     let mut ids = HashSet::new();
@@ -139,7 +148,7 @@ proptest! {
                 let mut cmd = template.clone();
                 cmd.chat_id = chatlab_domain::ChatId::generate();
                 cmd.system_message_id = chatlab_domain::MessageId::generate();
-                f.store.create_chat(cmd.clone(), strategy).await.unwrap();
+                f.store.create_chat(cmd.clone(), strategy, PublishMode::Off).await.unwrap();
                 written.push(read_chat(&mut conn, cmd.chat_id.as_uuid()).await);
             }
             let stored: HashSet<UserId> =

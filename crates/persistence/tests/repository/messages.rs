@@ -1,6 +1,6 @@
 use chatlab_domain::{
     ChatId, ChatRepository, Entity, InsertStrategy, MessageKind, MessageRepository, NewMessage,
-    PageRequest, RepositoryError, SendMessage, UserId,
+    PageRequest, PublishMode, RepositoryError, SendMessage, UserId,
 };
 
 use crate::support::{command, fixture, seed_users};
@@ -23,12 +23,13 @@ async fn members_can_post_and_others_cannot() {
         .create_chat(
             command("room", users[0], &users[1..2]),
             InsertStrategy::Batch,
+            PublishMode::Off,
         )
         .await
         .unwrap();
     let sent = f
         .store
-        .send_message(message(chat.id, users[1], "hello"))
+        .send_message(message(chat.id, users[1], "hello"), PublishMode::Off)
         .await
         .unwrap();
     assert_eq!(sent.kind, MessageKind::Talk);
@@ -36,7 +37,7 @@ async fn members_can_post_and_others_cannot() {
 
     let outsider = f
         .store
-        .send_message(message(chat.id, users[2], "let me in"))
+        .send_message(message(chat.id, users[2], "let me in"), PublishMode::Off)
         .await
         .unwrap_err();
     assert!(matches!(outsider, RepositoryError::NotAMember { user_id, .. } if user_id == users[2]));
@@ -44,7 +45,7 @@ async fn members_can_post_and_others_cannot() {
     let nowhere = ChatId::generate();
     let missing = f
         .store
-        .send_message(message(nowhere, users[0], "anyone?"))
+        .send_message(message(nowhere, users[0], "anyone?"), PublishMode::Off)
         .await
         .unwrap_err();
     assert!(matches!(
@@ -67,12 +68,19 @@ async fn message_pages_are_newest_first_and_end_with_no_cursor() {
     let users = seed_users(&f.store, 1).await;
     let chat = f
         .store
-        .create_chat(command("room", users[0], &[]), InsertStrategy::Unnest)
+        .create_chat(
+            command("room", users[0], &[]),
+            InsertStrategy::Unnest,
+            PublishMode::Off,
+        )
         .await
         .unwrap();
     for i in 0..7 {
         f.store
-            .send_message(message(chat.id, users[0], &format!("m{i}")))
+            .send_message(
+                message(chat.id, users[0], &format!("m{i}")),
+                PublishMode::Off,
+            )
             .await
             .unwrap();
     }
@@ -126,6 +134,7 @@ async fn member_pages_cover_every_member_once() {
         .create_chat(
             command("room", users[0], &users[1..]),
             InsertStrategy::PerRow,
+            PublishMode::Off,
         )
         .await
         .unwrap();

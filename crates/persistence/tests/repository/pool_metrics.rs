@@ -1,4 +1,4 @@
-use chatlab_domain::{ChatRepository, InsertStrategy};
+use chatlab_domain::{ChatRepository, InsertStrategy, PublishMode};
 use prometheus_client::encoding::text::encode;
 
 use crate::support::{command, fixture, seed_users};
@@ -20,6 +20,7 @@ async fn every_checkout_is_timed_and_returned() {
         .create_chat(
             command("room", users[0], &users[1..]),
             InsertStrategy::PerRow,
+            PublishMode::Off,
         )
         .await
         .unwrap();
@@ -70,7 +71,11 @@ async fn batch_and_unnest_send_three_statements_for_fifty_members() {
     let users = seed_users(&f.store, 50).await;
     for strategy in [InsertStrategy::Batch, InsertStrategy::Unnest] {
         f.store
-            .create_chat(command("room", users[0], &users[1..]), strategy)
+            .create_chat(
+                command("room", users[0], &users[1..]),
+                strategy,
+                PublishMode::Off,
+            )
             .await
             .unwrap();
     }

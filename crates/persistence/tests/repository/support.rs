@@ -6,7 +6,10 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use prometheus_client::registry::Registry;
 use uuid::Uuid;
 
-use chatlab_domain::{CreateChat, Limits, NewChat, NewUser, UserId, UserRepository};
+use chatlab_domain::{
+    CreateChat, Event, EventPublisher, Limits, NewChat, NewUser, PublishError, PublishMode, UserId,
+    UserRepository,
+};
 use chatlab_persistence::PgStore;
 use chatlab_persistence::schema::{chat_members, chats, messages};
 use chatlab_testdb::TestDb;
@@ -17,10 +20,29 @@ pub struct Fixture {
     pub registry: Registry,
 }
 
+/// The publisher of stores whose tests write with `PublishMode::Off`: these
+/// tests are about rows, and a call to it means a mode leaked in.
+pub struct NoBroker;
+
+#[async_trait::async_trait]
+impl EventPublisher for NoBroker {
+    async fn publish(&self, _: &Event, mode: PublishMode) -> Result<(), PublishError> {
+        Err(PublishError(format!(
+            "no broker in this test (mode {mode})"
+        )))
+    }
+
+    fn enqueue(&self, _: &Event, mode: PublishMode) -> Result<(), PublishError> {
+        Err(PublishError(format!(
+            "no broker in this test (mode {mode})"
+        )))
+    }
+}
+
 pub async fn fixture() -> Fixture {
     let db = TestDb::new().await;
     let mut registry = Registry::default();
-    let store = PgStore::new(&db.config(), &mut registry);
+    let store = PgStore::new(&db.config(), &mut registry, std::sync::Arc::new(NoBroker));
     Fixture {
         db,
         store,

@@ -1,0 +1,365 @@
+//! The outbox relay: publishes committed outbox rows, in order, at least
+//! once.
+//!
+//! Each batch is one transaction on the relay's own connection (not one of
+//! the request pool's, so pool experiments measure requests only):
+//!
+//! 1. claim up to `batch_size` pending rows in id order, `FOR UPDATE SKIP
+//!    LOCKED` so several server instances can relay at once, and only rows
+//!    whose chat this relay can lock (`pg_try_advisory_xact_lock(2, key)`):
+//!    another relay busy with a chat owns all of that chat's rows until it
+//!    commits, so one chat's events are never published out of order;
+//! 2. produce them all, in id order, and await every acknowledgement;
+//! 3. mark the acknowledged rows published (`published_at`), count an
+//!    attempt and the error on the others, COMMIT.
+//!
+//! Publication is tracked per row, never as "the last id published": ids
+//! are taken before COMMIT, so a lower id can become visible after a higher
+//! one has been published, and it is still pending and still gets
+//! published. A crash between produce and COMMIT publishes the batch again:
+//! duplicates, never losses (consumers dedupe on `event_id`).
+//!
+//! The relay wakes when this process commits an outbox row, and polls every
+//! `poll_interval` for rows written by other instances.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use diesel::QueryableByName;
+use diesel::sql_types::{Array, BigInt, Double, Nullable, Text};
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use futures_util::future::join_all;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::{Registry, Unit};
+use secrecy::{ExposeSecret, SecretString};
+use std::sync::atomic::AtomicU64;
+use tokio::sync::{Notify, watch};
+use tracing::{debug, info, warn};
+
+use chatlab_domain::{Event, EventPublisher, PublishMode};
+
+use crate::config::SessionSettings;
+use crate::queries::RELAY_LOCK_CLASS;
+use crate::session_settings::{connect, set_statements};
+
+/// How the relay runs.
+#[derive(Debug, Clone)]
+pub struct RelaySettings {
+    /// Rows per batch (`OUTBOX_BATCH_SIZE`).
+    pub batch_size: i64,
+    /// Poll period for rows from other instances (`OUTBOX_POLL_MS`).
+    pub poll_interval: Duration,
+    /// Published rows older than this are deleted (`OUTBOX_RETENTION_SECS`).
+    pub retention: Duration,
+    /// Wait after a failed batch before the next try.
+    pub retry_backoff: Duration,
+}
+
+impl Default for RelaySettings {
+    fn default() -> Self {
+        Self {
+            batch_size: 500,
+            poll_interval: Duration::from_millis(100),
+            retention: Duration::from_secs(3600),
+            retry_backoff: Duration::from_millis(500),
+        }
+    }
+}
+
+/// Outbox metrics.
+#[derive(Debug, Clone, Default)]
+pub struct OutboxMetrics {
+    /// Rows not yet published, sampled at most once a second.
+    pub pending: Gauge,
+    /// Age of the oldest pending row, in seconds.
+    pub oldest_age: Gauge<f64, AtomicU64>,
+    /// Rows the relay marked published.
+    pub relayed: Counter,
+    /// Rows whose publication failed (they stay pending and are retried).
+    pub failed: Counter,
+}
+
+impl OutboxMetrics {
+    /// Creates the metrics and registers them.
+    pub fn register(registry: &mut Registry) -> Self {
+        let m = Self::default();
+        registry.register(
+            "chatlab_outbox_pending_rows",
+            "Outbox rows not yet published",
+            m.pending.clone(),
+        );
+        registry.register_with_unit(
+            "chatlab_outbox_oldest_pending_age",
+            "Age of the oldest unpublished outbox row",
+            Unit::Seconds,
+            m.oldest_age.clone(),
+        );
+        registry.register(
+            "chatlab_outbox_relayed_rows",
+            "Outbox rows published and marked by the relay",
+            m.relayed.clone(),
+        );
+        registry.register(
+            "chatlab_outbox_failed_rows",
+            "Outbox row publications that failed and will be retried",
+            m.failed.clone(),
+        );
+        m
+    }
+}
+
+/// The relay of one process.
+pub struct OutboxRelay {
+    url: SecretString,
+    session_sql: String,
+    publisher: Arc<dyn EventPublisher>,
+    wakeup: Arc<Notify>,
+    metrics: OutboxMetrics,
+    settings: RelaySettings,
+}
+
+#[derive(QueryableByName)]
+struct Claimed {
+    #[diesel(sql_type = BigInt)]
+    id: i64,
+    #[diesel(sql_type = Text)]
+    payload: String,
+}
+
+#[derive(QueryableByName)]
+struct Backlog {
+    #[diesel(sql_type = BigInt)]
+    pending: i64,
+    #[diesel(sql_type = Nullable<Double>)]
+    oldest_age: Option<f64>,
+}
+
+/// What one batch did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BatchOutcome {
+    /// Rows published and marked.
+    pub published: usize,
+    /// Rows whose publication failed.
+    pub failed: usize,
+}
+
+const CLAIM_SQL: &str = "SELECT id, payload FROM outbox \
+     WHERE published_at IS NULL AND pg_try_advisory_xact_lock($1, lock_key) \
+     ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED";
+
+impl OutboxRelay {
+    /// A relay on its own connection to `url`.
+    pub fn new(
+        url: SecretString,
+        session: &SessionSettings,
+        publisher: Arc<dyn EventPublisher>,
+        wakeup: Arc<Notify>,
+        metrics: OutboxMetrics,
+        settings: RelaySettings,
+    ) -> Self {
+        let mut session = session.clone();
+        session.application_name = format!("{}-outbox-relay", session.application_name);
+        Self {
+            url,
+            session_sql: set_statements(&session),
+            publisher,
+            wakeup,
+            metrics,
+            settings,
+        }
+    }
+
+    /// Runs until `shutdown` turns true, then finishes the batch in hand.
+    pub fn spawn(self, mut shutdown: watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            let mut conn: Option<AsyncPgConnection> = None;
+            let mut last_sample = Instant::now() - Duration::from_secs(60);
+            let mut last_cleanup = Instant::now();
+            info!(
+                batch_size = self.settings.batch_size,
+                "outbox relay started"
+            );
+            loop {
+                if *shutdown.borrow() {
+                    break;
+                }
+                let c = match conn.as_mut() {
+                    Some(c) => c,
+                    None => match connect(self.url.expose_secret(), &self.session_sql).await {
+                        Ok(c) => conn.insert(c),
+                        Err(e) => {
+                            warn!(error = %e, "outbox relay cannot connect; retrying");
+                            self.pause(&mut shutdown, self.settings.retry_backoff).await;
+                            continue;
+                        }
+                    },
+                };
+                let outcome = self.drain(c).await;
+                if last_sample.elapsed() >= Duration::from_secs(1) {
+                    self.sample_backlog(c).await;
+                    last_sample = Instant::now();
+                }
+                if last_cleanup.elapsed() >= Duration::from_secs(60) {
+                    self.delete_published(c).await;
+                    last_cleanup = Instant::now();
+                }
+                match outcome {
+                    Ok(outcome) if outcome.failed == 0 => {
+                        tokio::select! {
+                            _ = self.wakeup.notified() => {}
+                            _ = tokio::time::sleep(self.settings.poll_interval) => {}
+                            _ = shutdown.changed() => {}
+                        }
+                    }
+                    Ok(_) => self.pause(&mut shutdown, self.settings.retry_backoff).await,
+                    Err(e) => {
+                        warn!(error = %e, "outbox relay batch failed; reconnecting");
+                        conn = None;
+                        self.pause(&mut shutdown, self.settings.retry_backoff).await;
+                    }
+                }
+            }
+            info!("outbox relay stopped");
+        })
+    }
+
+    async fn pause(&self, shutdown: &mut watch::Receiver<bool>, d: Duration) {
+        tokio::select! {
+            _ = tokio::time::sleep(d) => {}
+            _ = shutdown.changed() => {}
+        }
+    }
+
+    /// Publishes batches until the outbox is empty or a batch fails.
+    async fn drain(&self, conn: &mut AsyncPgConnection) -> diesel::QueryResult<BatchOutcome> {
+        let mut total = BatchOutcome::default();
+        loop {
+            let outcome = self.relay_batch(conn).await?;
+            total.published += outcome.published;
+            total.failed += outcome.failed;
+            if outcome.failed > 0 || (outcome.published as i64) < self.settings.batch_size {
+                return Ok(total);
+            }
+        }
+    }
+
+    /// Claims, publishes and marks one batch.
+    pub async fn relay_batch(
+        &self,
+        conn: &mut AsyncPgConnection,
+    ) -> diesel::QueryResult<BatchOutcome> {
+        let publisher = self.publisher.as_ref();
+        let batch_size = self.settings.batch_size;
+        let outcome = conn
+            .transaction(async |c| {
+                let claimed: Vec<Claimed> = diesel::sql_query(CLAIM_SQL)
+                    .bind::<diesel::sql_types::Integer, _>(RELAY_LOCK_CLASS)
+                    .bind::<BigInt, _>(batch_size)
+                    .load(c)
+                    .await?;
+                if claimed.is_empty() {
+                    return Ok(BatchOutcome::default());
+                }
+                let mut unreadable = Vec::new();
+                let mut events = Vec::with_capacity(claimed.len());
+                for row in &claimed {
+                    match Event::from_json(row.payload.as_bytes()) {
+                        Ok(event) => events.push((row.id, event)),
+                        Err(e) => unreadable.push((row.id, format!("unreadable payload: {e}"))),
+                    }
+                }
+                // join_all polls the sends in order, so the producer queues
+                // them in id order; the idempotent producer keeps that order
+                // per partition.
+                let results = join_all(
+                    events
+                        .iter()
+                        .map(|(_, event)| publisher.publish(event, PublishMode::Outbox)),
+                )
+                .await;
+                let mut published = Vec::new();
+                let mut failed_ids = Vec::new();
+                let mut last_error = None;
+                for ((id, _), result) in events.iter().zip(results) {
+                    match result {
+                        Ok(()) => published.push(*id),
+                        Err(e) => {
+                            failed_ids.push(*id);
+                            last_error = Some(e.to_string());
+                        }
+                    }
+                }
+                for (id, error) in unreadable {
+                    failed_ids.push(id);
+                    last_error = Some(error);
+                }
+                diesel::sql_query(
+                    "UPDATE outbox SET published_at = now(), attempts = attempts + 1 \
+                     WHERE id = ANY($1)",
+                )
+                .bind::<Array<BigInt>, _>(&published)
+                .execute(c)
+                .await?;
+                if !failed_ids.is_empty() {
+                    diesel::sql_query(
+                        "UPDATE outbox SET attempts = attempts + 1, last_error = $2 \
+                         WHERE id = ANY($1)",
+                    )
+                    .bind::<Array<BigInt>, _>(&failed_ids)
+                    .bind::<Nullable<Text>, _>(last_error)
+                    .execute(c)
+                    .await?;
+                }
+                Ok::<_, diesel::result::Error>(BatchOutcome {
+                    published: published.len(),
+                    failed: failed_ids.len(),
+                })
+            })
+            .await?;
+        self.metrics.relayed.inc_by(outcome.published as u64);
+        self.metrics.failed.inc_by(outcome.failed as u64);
+        if outcome.published + outcome.failed > 0 {
+            debug!(
+                published = outcome.published,
+                failed = outcome.failed,
+                "outbox batch"
+            );
+        }
+        Ok(outcome)
+    }
+
+    async fn sample_backlog(&self, conn: &mut AsyncPgConnection) {
+        let backlog = diesel::sql_query(
+            "SELECT count(*) AS pending, \
+             extract(epoch FROM now() - min(created_at))::float8 AS oldest_age \
+             FROM outbox WHERE published_at IS NULL",
+        )
+        .get_result::<Backlog>(conn)
+        .await;
+        if let Ok(b) = backlog {
+            self.metrics.pending.set(b.pending);
+            self.metrics
+                .oldest_age
+                .set(b.oldest_age.unwrap_or(0.0).max(0.0));
+        }
+    }
+
+    async fn delete_published(&self, conn: &mut AsyncPgConnection) {
+        let cutoff: DateTime<Utc> = Utc::now()
+            - chrono::Duration::from_std(self.settings.retention)
+                .unwrap_or(chrono::Duration::zero());
+        let deleted = diesel::sql_query(
+            "DELETE FROM outbox WHERE published_at IS NOT NULL AND published_at < $1",
+        )
+        .bind::<diesel::sql_types::Timestamptz, _>(cutoff)
+        .execute(conn)
+        .await;
+        if let Ok(n) = deleted
+            && n > 0
+        {
+            debug!(deleted = n, "published outbox rows past retention deleted");
+        }
+    }
+}
