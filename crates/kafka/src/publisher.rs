@@ -1,0 +1,196 @@
+//! The rdkafka event publisher.
+
+use std::time::Instant;
+
+use async_trait::async_trait;
+use rdkafka::ClientConfig;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::error::RDKafkaErrorCode;
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer};
+use rdkafka::util::Timeout;
+use tracing::{info, warn};
+
+use chatlab_domain::{Event, EventPublisher, PublishError, PublishMode};
+
+use crate::KafkaSetupError;
+use crate::config::KafkaConfig;
+use crate::metrics::{EventMetrics, ModeLabel};
+
+/// Publishes chat events to one topic; key = chat id, so one chat's events
+/// stay in one partition, in order.
+#[derive(Clone)]
+pub struct KafkaPublisher {
+    producer: FutureProducer,
+    topic: String,
+    metrics: EventMetrics,
+}
+
+impl std::fmt::Debug for KafkaPublisher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaPublisher")
+            .field("topic", &self.topic)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The producer settings chatlab relies on.
+pub fn producer_config(bootstrap: &str, config: &KafkaConfig) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", bootstrap)
+        .set("client.id", "chatlab")
+        // Every replica has it before the send counts as done, and retries
+        // cannot duplicate or reorder within a partition.
+        .set("acks", "all")
+        .set("enable.idempotence", "true")
+        // The bound on every wait for the broker, retries included.
+        .set(
+            "message.timeout.ms",
+            config.send_timeout.as_millis().to_string(),
+        )
+        .set("linger.ms", config.linger.as_millis().to_string())
+        // Come back quickly after an outage (librdkafka's default backs off
+        // up to 10 s).
+        .set("reconnect.backoff.max.ms", "1000");
+    c
+}
+
+impl KafkaPublisher {
+    /// Connects a producer to `bootstrap` and makes sure the topic exists.
+    pub async fn connect(
+        bootstrap: &str,
+        config: &KafkaConfig,
+        metrics: EventMetrics,
+        create_topic: bool,
+    ) -> Result<Self, KafkaSetupError> {
+        let producer: FutureProducer = producer_config(bootstrap, config).create()?;
+        if create_topic {
+            ensure_topic(bootstrap, &config.topic, config.partitions).await?;
+        }
+        Ok(Self {
+            producer,
+            topic: config.topic.clone(),
+            metrics,
+        })
+    }
+
+    /// Sends whatever is still queued, waiting up to `timeout` (shutdown).
+    pub fn flush(&self, timeout: std::time::Duration) {
+        if let Err(e) = self.producer.flush(Timeout::After(timeout)) {
+            warn!(error = %e, "events still queued at shutdown were not delivered");
+        }
+    }
+
+    fn enqueue_record(&self, event: &Event) -> Result<DeliveryFuture, PublishError> {
+        let key = event.key();
+        let payload = event.to_json();
+        let event_id = event.event_id.to_string();
+        let headers = OwnedHeaders::new()
+            .insert(Header {
+                key: "event_type",
+                value: Some(event.event_type()),
+            })
+            .insert(Header {
+                key: "event_id",
+                value: Some(event_id.as_str()),
+            });
+        let record = FutureRecord::to(&self.topic)
+            .key(&key)
+            .payload(&payload)
+            .headers(headers);
+        self.producer
+            .send_result(record)
+            .map_err(|(e, _)| PublishError(format!("the producer refused the record: {e}")))
+    }
+
+    fn label(mode: PublishMode) -> ModeLabel {
+        ModeLabel {
+            mode: mode.as_str(),
+        }
+    }
+}
+
+#[async_trait]
+impl EventPublisher for KafkaPublisher {
+    async fn publish(&self, event: &Event, mode: PublishMode) -> Result<(), PublishError> {
+        let label = Self::label(mode);
+        let started = Instant::now();
+        let outcome = match self.enqueue_record(event) {
+            Ok(delivery) => match delivery.await {
+                Ok(Ok(_)) => Ok(()),
+                Ok(Err((e, _))) => Err(PublishError(format!("not acknowledged: {e}"))),
+                Err(_) => Err(PublishError("the producer was closed".into())),
+            },
+            Err(e) => Err(e),
+        };
+        self.metrics
+            .produce_duration
+            .get_or_create(&label)
+            .observe(started.elapsed().as_secs_f64());
+        match &outcome {
+            Ok(()) => self.metrics.published.get_or_create(&label).inc(),
+            Err(_) => self.metrics.failed.get_or_create(&label).inc(),
+        };
+        outcome
+    }
+
+    fn enqueue(&self, event: &Event, mode: PublishMode) -> Result<(), PublishError> {
+        let label = Self::label(mode);
+        let delivery = match self.enqueue_record(event) {
+            Ok(d) => d,
+            Err(e) => {
+                self.metrics.failed.get_or_create(&label).inc();
+                return Err(e);
+            }
+        };
+        // Nobody waits for the outcome: it is only counted. This is the
+        // seed's behaviour, and why a rollback after this point leaves a
+        // phantom event and a crash before delivery loses one.
+        let metrics = self.metrics.clone();
+        let event_id = event.event_id;
+        let started = Instant::now();
+        tokio::spawn(async move {
+            let delivered = matches!(delivery.await, Ok(Ok(_)));
+            metrics
+                .produce_duration
+                .get_or_create(&label)
+                .observe(started.elapsed().as_secs_f64());
+            if delivered {
+                metrics.published.get_or_create(&label).inc();
+            } else {
+                metrics.failed.get_or_create(&label).inc();
+                warn!(%event_id, "enqueued event was not delivered: lost");
+            }
+        });
+        Ok(())
+    }
+}
+
+/// Creates the topic unless it exists.
+pub async fn ensure_topic(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+) -> Result<(), KafkaSetupError> {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()?;
+    let new_topic = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+    let results = admin
+        .create_topics([&new_topic], &AdminOptions::new())
+        .await?;
+    for result in results {
+        match result {
+            Ok(name) => info!(topic = %name, partitions, "topic created"),
+            Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((name, code)) => {
+                return Err(KafkaSetupError::Kafka(rdkafka::error::KafkaError::AdminOp(
+                    code,
+                )))
+                .inspect_err(|_| warn!(topic = %name, ?code, "could not create topic"));
+            }
+        }
+    }
+    Ok(())
+}
