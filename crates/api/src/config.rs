@@ -8,7 +8,7 @@
 //! | `HTTP_JSON_LIMIT_BYTES` | 4194304 | largest JSON body accepted |
 //! | `HTTP_SHUTDOWN_TIMEOUT_SECS` | 30 | grace period for in-flight requests on SIGTERM/SIGINT |
 //! | `CHAT_INSERT_STRATEGY` | `batch` | member inserts: `per_row`, `batch` or `unnest` |
-//! | `CHATLAB_ALLOW_OVERRIDES` | `false` | honour `X-Chatlab-Insert-Strategy` per request |
+//! | `CHATLAB_ALLOW_OVERRIDES` | `false` | honour `X-Chatlab-Insert-Strategy` and `X-Chatlab-Publish-Mode` per request |
 //! | `CHAT_MAX_MEMBERS` | 10000 | most members of a new chat, creator included |
 //! | `USERS_BULK_MAX` | 100000 | most users one bulk request may create |
 //! | `DB_POOL_MAX_SIZE` | cores × 2 + 1 | most pooled connections (HikariCP's formula) |
@@ -22,11 +22,21 @@
 //! | `DB_IDLE_IN_TRANSACTION_TIMEOUT_MS` | 60000 | PostgreSQL `idle_in_transaction_session_timeout` (0: off) |
 //! | `DB_APPLICATION_NAME` | `chatlab` | PostgreSQL `application_name` |
 //! | `DB_RUN_MIGRATIONS` | `true` | apply pending migrations at startup |
+//! | `KAFKA_BROKERS` | unset | `host:port,...`; unset starts librdkafka's in-process mock cluster |
+//! | `KAFKA_TOPIC` | `chatlab.chat-events` | topic of chat events |
+//! | `KAFKA_TOPIC_PARTITIONS` | 3 | partitions when chatlab creates the topic |
+//! | `KAFKA_PUBLISH_MODE` | `outbox` | `off`, `in_tx_await`, `in_tx_enqueue`, `after_commit`, `outbox` |
+//! | `KAFKA_SEND_TIMEOUT_MS` | 5000 | bound on one delivery (`message.timeout.ms`) |
+//! | `KAFKA_LINGER_MS` | 0 | producer batching delay (`linger.ms`) |
+//! | `KAFKA_MOCK_BROKER_RTT_MS` | 0 | round-trip time injected into the mock cluster |
+//! | `OUTBOX_BATCH_SIZE` | 500 | rows per relay batch |
+//! | `OUTBOX_POLL_MS` | 100 | relay poll period (it also wakes on every local outbox commit) |
+//! | `OUTBOX_RETENTION_SECS` | 3600 | published outbox rows are deleted after this |
 //! | `LOG_FORMAT` | `pretty` | `pretty` or `json` |
 //! | `RUST_LOG` | `info` | log filter |
 //!
 //! A malformed value, or an unknown variable under one of chatlab's own
-//! prefixes (`CHATLAB_`, `CHAT_`, `DB_POOL_`), stops startup with a message
+//! prefixes (`CHATLAB_`, `CHAT_`, `DB_POOL_`, `KAFKA_`, `OUTBOX_`), stops startup with a message
 //! naming the variable: a typo must not silently run the default.
 
 use std::collections::HashMap;
@@ -35,8 +45,10 @@ use std::net::SocketAddr;
 use std::str::FromStr;
 use std::time::Duration;
 
-use chatlab_domain::{InsertStrategy, Limits};
+use chatlab_domain::{InsertStrategy, Limits, PublishMode};
+use chatlab_kafka::KafkaConfig;
 use chatlab_persistence::config::default_pool_size;
+use chatlab_persistence::outbox_relay::RelaySettings;
 use chatlab_persistence::{DbConfig, Recycle, SessionSettings};
 
 /// Every variable this module reads; anything else under our prefixes is a typo.
@@ -61,11 +73,21 @@ const KNOWN: &[&str] = &[
     "DB_IDLE_IN_TRANSACTION_TIMEOUT_MS",
     "DB_APPLICATION_NAME",
     "DB_RUN_MIGRATIONS",
+    "KAFKA_BROKERS",
+    "KAFKA_TOPIC",
+    "KAFKA_TOPIC_PARTITIONS",
+    "KAFKA_PUBLISH_MODE",
+    "KAFKA_SEND_TIMEOUT_MS",
+    "KAFKA_LINGER_MS",
+    "KAFKA_MOCK_BROKER_RTT_MS",
+    "OUTBOX_BATCH_SIZE",
+    "OUTBOX_POLL_MS",
+    "OUTBOX_RETENTION_SECS",
     "LOG_FORMAT",
 ];
 
 /// Prefixes chatlab owns.
-const OWNED_PREFIXES: &[&str] = &["CHATLAB_", "CHAT_", "DB_POOL_"];
+const OWNED_PREFIXES: &[&str] = &["CHATLAB_", "CHAT_", "DB_POOL_", "KAFKA_", "OUTBOX_"];
 
 /// A setting that stops startup.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -119,12 +141,15 @@ pub struct HttpSettings {
     pub shutdown_timeout: Duration,
 }
 
-/// How writes choose their member insert strategy.
+/// How writes choose their member insert strategy and publish mode.
 #[derive(Debug, Clone, Copy)]
 pub struct WriteSettings {
     /// Strategy when the request names none.
     pub default_strategy: InsertStrategy,
-    /// Whether a request may name one (`X-Chatlab-Insert-Strategy`).
+    /// Publish mode when the request names none.
+    pub default_publish_mode: PublishMode,
+    /// Whether a request may name them (`X-Chatlab-Insert-Strategy`,
+    /// `X-Chatlab-Publish-Mode`).
     pub allow_overrides: bool,
 }
 
@@ -141,6 +166,10 @@ pub struct Settings {
     pub writes: WriteSettings,
     /// Request limits.
     pub limits: Limits,
+    /// Kafka.
+    pub kafka: KafkaConfig,
+    /// Outbox relay.
+    pub outbox: RelaySettings,
     /// Log format.
     pub log_format: LogFormat,
 }
@@ -201,12 +230,31 @@ impl Settings {
             run_migrations: env.parse("DB_RUN_MIGRATIONS", true)?,
             writes: WriteSettings {
                 default_strategy: env.parse("CHAT_INSERT_STRATEGY", InsertStrategy::Batch)?,
+                default_publish_mode: env.parse("KAFKA_PUBLISH_MODE", PublishMode::Outbox)?,
                 allow_overrides: env.parse("CHATLAB_ALLOW_OVERRIDES", false)?,
             },
             limits,
+            kafka: KafkaConfig {
+                brokers: non_empty(env.string("KAFKA_BROKERS", "")),
+                topic: env.string("KAFKA_TOPIC", "chatlab.chat-events"),
+                partitions: env.parse("KAFKA_TOPIC_PARTITIONS", 3)?,
+                send_timeout: Duration::from_millis(env.parse("KAFKA_SEND_TIMEOUT_MS", 5000)?),
+                linger: Duration::from_millis(env.parse("KAFKA_LINGER_MS", 0)?),
+                mock_broker_rtt: Duration::from_millis(env.parse("KAFKA_MOCK_BROKER_RTT_MS", 0)?),
+            },
+            outbox: RelaySettings {
+                batch_size: env.parse("OUTBOX_BATCH_SIZE", 500)?,
+                poll_interval: Duration::from_millis(env.parse("OUTBOX_POLL_MS", 100)?),
+                retention: Duration::from_secs(env.parse("OUTBOX_RETENTION_SECS", 3600)?),
+                ..RelaySettings::default()
+            },
             log_format: env.parse("LOG_FORMAT", LogFormat::Pretty)?,
         })
     }
+}
+
+fn non_empty(s: String) -> Option<String> {
+    (!s.trim().is_empty()).then_some(s)
 }
 
 fn optional_secs(secs: u64) -> Option<Duration> {
@@ -269,6 +317,9 @@ mod tests {
         assert_eq!(s.db.recycle, Recycle::Fast);
         assert_eq!(s.limits.chat_max_members, 10_000);
         assert_eq!(s.http.addr.port(), 8080);
+        assert_eq!(s.writes.default_publish_mode, PublishMode::Outbox);
+        assert_eq!(s.kafka.brokers, None);
+        assert_eq!(s.kafka.send_timeout, Duration::from_secs(5));
     }
 
     #[test]
@@ -280,8 +331,14 @@ mod tests {
             ("DB_POOL_RECYCLE", "verified"),
             ("DB_POOL_MAX_LIFETIME_SECS", "0"),
             ("HTTP_ADDR", "127.0.0.1:0"),
+            ("KAFKA_PUBLISH_MODE", "after_commit"),
+            ("KAFKA_BROKERS", "127.0.0.1:9092"),
+            ("KAFKA_MOCK_BROKER_RTT_MS", "50"),
         ]))
         .unwrap();
+        assert_eq!(s.writes.default_publish_mode, PublishMode::AfterCommit);
+        assert_eq!(s.kafka.brokers.as_deref(), Some("127.0.0.1:9092"));
+        assert_eq!(s.kafka.mock_broker_rtt, Duration::from_millis(50));
         assert_eq!(s.writes.default_strategy, InsertStrategy::Unnest);
         assert!(s.writes.allow_overrides);
         assert_eq!(s.db.pool_max_size, 20);
@@ -311,6 +368,8 @@ mod tests {
     fn unknown_variables_under_our_prefixes_are_rejected() {
         let err = Settings::from_vars(vars(&[("DB_POOL_MAXSIZE", "20")])).unwrap_err();
         assert_eq!(err, ConfigError::Unknown("DB_POOL_MAXSIZE".into()));
+        let err = Settings::from_vars(vars(&[("KAFKA_PUBLISH_MOD", "off")])).unwrap_err();
+        assert_eq!(err, ConfigError::Unknown("KAFKA_PUBLISH_MOD".into()));
         // Other people's variables are none of our business.
         assert!(Settings::from_vars(vars(&[("DB_HOST", "x"), ("HTTP_PROXY", "y")])).is_ok());
     }

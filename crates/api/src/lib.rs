@@ -4,13 +4,14 @@
 //! [`startup::Application::build`] is the one way to start the server: the
 //! binary and the integration tests both call it, the tests on port 0.
 
+pub mod audit;
 pub mod config;
 pub mod dto;
 pub mod http_metrics;
 pub mod openapi;
+pub mod overrides;
 pub mod problem;
 pub mod routes;
 pub mod startup;
 pub mod state;
-pub mod strategy_header;
 pub mod telemetry;

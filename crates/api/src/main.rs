@@ -1,5 +1,6 @@
 //! The `chatlab` binary: `chatlab` (or `chatlab serve`) runs the server from
-//! env vars; `chatlab openapi` prints the OpenAPI document.
+//! env vars; `chatlab openapi` prints the OpenAPI document; `chatlab audit`
+//! reconciles the event topic with the database.
 
 use std::process::ExitCode;
 
@@ -26,6 +27,22 @@ enum Command {
     Serve,
     /// Print the OpenAPI document as JSON.
     Openapi,
+    /// Reconcile the event topic of KAFKA_BROKERS with the database at
+    /// DATABASE_URL: events lost, phantom and duplicated, per publish mode.
+    /// Exits 1 when a mode that promises no loss (outbox, in_tx_await) lost
+    /// an event. (With the embedded broker the events live in the server's
+    /// process: ask the server, GET /audit.)
+    Audit {
+        /// Window start, RFC 3339 (default: the beginning of time).
+        #[arg(long)]
+        since: Option<chrono::DateTime<chrono::Utc>>,
+        /// Window end, RFC 3339, exclusive (default: now minus --settle-secs).
+        #[arg(long)]
+        until: Option<chrono::DateTime<chrono::Utc>>,
+        /// Leave out the last seconds, whose events may still be on their way.
+        #[arg(long, default_value_t = 5)]
+        settle_secs: u64,
+    },
 }
 
 #[tokio::main]
@@ -43,6 +60,66 @@ async fn main() -> ExitCode {
             }
         },
         Command::Serve => serve().await,
+        Command::Audit {
+            since,
+            until,
+            settle_secs,
+        } => audit(since, until, settle_secs).await,
+    }
+}
+
+async fn audit(
+    since: Option<chrono::DateTime<chrono::Utc>>,
+    until: Option<chrono::DateTime<chrono::Utc>>,
+    settle_secs: u64,
+) -> ExitCode {
+    telemetry::init(LogFormat::Pretty, "warn");
+    let settings = match Settings::from_env() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("chatlab audit: invalid configuration: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let Some(bootstrap) = settings.kafka.brokers.clone() else {
+        eprintln!(
+            "chatlab audit: KAFKA_BROKERS is not set. The embedded broker's events live in the \
+             server's process; ask the running server instead: curl 'http://HOST:PORT/audit'"
+        );
+        return ExitCode::from(2);
+    };
+    let mut registry = prometheus_client::registry::Registry::default();
+    let pool = chatlab_persistence::DbPool::new(
+        &settings.db,
+        chatlab_persistence::pool_metrics::PoolMetrics::register(&mut registry),
+    );
+    let source = chatlab_api::audit::AuditSource {
+        pool,
+        bootstrap,
+        topic: settings.kafka.topic.clone(),
+    };
+    let since = since.unwrap_or(chrono::DateTime::<chrono::Utc>::MIN_UTC);
+    let until = until.unwrap_or_else(|| {
+        chrono::Utc::now() - chrono::Duration::seconds(settle_secs.min(86_400) as i64)
+    });
+    match source.run(since, until).await {
+        Ok(report) => {
+            println!(
+                "event audit of topic {} from {since} to {until}\n",
+                settings.kafka.topic
+            );
+            print!("{}", report.to_table());
+            if report.failed() {
+                eprintln!("\nFAIL: a publish mode that promises no loss lost events");
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Err(e) => {
+            eprintln!("chatlab audit: {}", error_chain(&e));
+            ExitCode::from(2)
+        }
     }
 }
 

@@ -14,8 +14,13 @@ use utoipa::OpenApi;
 use utoipa_actix_web::AppExt;
 use utoipa_swagger_ui::SwaggerUi;
 
+use chatlab_kafka::{EmbeddedBroker, EventMetrics, KafkaPublisher, KafkaSetupError};
+use chatlab_persistence::outbox_relay::{OutboxMetrics, OutboxRelay};
 use chatlab_persistence::{PersistenceError, PgStore, migrations};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
+use crate::audit::AuditSource;
 use crate::config::Settings;
 use crate::http_metrics::{self, HttpMetrics};
 use crate::openapi::ApiDoc;
@@ -30,6 +35,9 @@ pub enum StartupError {
     /// Migrations failed (often: the database is unreachable).
     #[error("could not migrate the database")]
     Migrate(#[source] PersistenceError),
+    /// The broker could not be set up.
+    #[error("could not set up Kafka")]
+    Kafka(#[from] KafkaSetupError),
     /// The listen address could not be bound.
     #[error("could not listen on {addr}")]
     Bind {
@@ -45,6 +53,10 @@ pub enum StartupError {
 pub struct Application {
     port: u16,
     server: Server,
+    relay: JoinHandle<()>,
+    relay_stop: watch::Sender<bool>,
+    publisher: KafkaPublisher,
+    embedded: Option<Arc<EmbeddedBroker>>,
 }
 
 impl Application {
@@ -59,7 +71,36 @@ impl Application {
             tracing::info!(applied, "database migrations are up to date");
         }
         let mut registry = Registry::default();
-        let store = PgStore::new(&settings.db, &mut registry);
+        let (embedded, bootstrap) = match &settings.kafka.brokers {
+            Some(brokers) => (None, brokers.clone()),
+            None => {
+                let broker = EmbeddedBroker::start(
+                    &settings.kafka.topic,
+                    settings.kafka.partitions,
+                    settings.kafka.mock_broker_rtt,
+                )?;
+                let bootstrap = broker.bootstrap_servers().to_owned();
+                (Some(Arc::new(broker)), bootstrap)
+            }
+        };
+        let publisher = KafkaPublisher::connect(
+            &bootstrap,
+            &settings.kafka,
+            EventMetrics::register(&mut registry),
+            embedded.is_none(),
+        )
+        .await?;
+        let store = PgStore::new(&settings.db, &mut registry, Arc::new(publisher.clone()));
+        let relay = OutboxRelay::new(
+            settings.db.url.clone(),
+            &settings.db.session,
+            Arc::new(publisher.clone()),
+            store.outbox_wakeup(),
+            OutboxMetrics::register(&mut registry),
+            settings.outbox.clone(),
+        );
+        let (relay_stop, relay_stopped) = watch::channel(false);
+        let relay = relay.spawn(relay_stopped);
         let http_metrics = web::Data::new(HttpMetrics::register(&mut registry));
         tracing::info!(
             pool_max_size = settings.db.pool_max_size,
@@ -68,6 +109,9 @@ impl Application {
             acquire_timeout_ms = settings.db.acquire_timeout.as_millis() as u64,
             recycle = ?settings.db.recycle,
             insert_strategy = %settings.writes.default_strategy,
+            publish_mode = %settings.writes.default_publish_mode,
+            kafka = %bootstrap,
+            topic = %settings.kafka.topic,
             allow_overrides = settings.writes.allow_overrides,
             "connection pool configured"
         );
@@ -78,7 +122,12 @@ impl Application {
             users: store.clone(),
             chats: store.clone(),
             messages: store.clone(),
-            health: store,
+            health: store.clone(),
+            audit: AuditSource {
+                pool: store.pool().clone(),
+                bootstrap,
+                topic: settings.kafka.topic.clone(),
+            },
             writes: settings.writes,
             limits: settings.limits,
             metrics: MetricsEndpoint {
@@ -117,7 +166,20 @@ impl Application {
         .map_err(|source| StartupError::Bind { addr, source })?
         .run();
         tracing::info!(%addr, port, "listening");
-        Ok(Self { port, server })
+        Ok(Self {
+            port,
+            server,
+            relay,
+            relay_stop,
+            publisher,
+            embedded,
+        })
+    }
+
+    /// The embedded mock cluster, when `KAFKA_BROKERS` is unset: tests use
+    /// it to inject outages and round-trip time.
+    pub fn embedded_broker(&self) -> Option<Arc<EmbeddedBroker>> {
+        self.embedded.clone()
     }
 
     /// The bound port.
@@ -131,9 +193,21 @@ impl Application {
     }
 
     /// Serves until SIGTERM or SIGINT (or [`Application::handle`]'s stop),
-    /// then lets in-flight requests finish within the shutdown timeout.
+    /// then lets in-flight requests finish within the shutdown timeout,
+    /// stops the outbox relay after its batch in hand, and gives queued
+    /// events five seconds to be delivered.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
-        self.server.await
+        let served = self.server.await;
+        let _ = self.relay_stop.send(true);
+        if let Err(e) = self.relay.await {
+            tracing::warn!(error = %e, "outbox relay ended abnormally");
+        }
+        let publisher = self.publisher;
+        let _ =
+            tokio::task::spawn_blocking(move || publisher.flush(std::time::Duration::from_secs(5)))
+                .await;
+        drop(self.embedded);
+        served
     }
 }
 

@@ -25,6 +25,8 @@ pub struct AppState {
     pub limits: Limits,
     /// Metrics for `/metrics`.
     pub metrics: MetricsEndpoint,
+    /// The event audit's sources.
+    pub audit: crate::audit::AuditSource,
 }
 
 /// The registry and the hook that refreshes sampled gauges before a scrape.

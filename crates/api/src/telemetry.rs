@@ -1,6 +1,7 @@
 //! Logs through `tracing`: `RUST_LOG` filters (default `info`),
 //! `LOG_FORMAT=json|pretty` picks the output. Every request gets a span with
-//! method, route, status and, on writes, the insert strategy used. A
+//! method, route, status and, on writes, the insert strategy and publish
+//! mode used. A
 //! finished request is logged at `debug` when it succeeded (so that a load
 //! run at the default level does not measure its own logging), `warn` for a
 //! 4xx and `error` for a 5xx.

@@ -3,31 +3,41 @@ use actix_web::{HttpResponse, get, post, web};
 use chatlab_domain::{ChatId, CreateChat, NewChat, PageRequest, UserId};
 
 use crate::dto::{ChatCreatedResponse, ChatResponse, CreateChatRequest, MembersPage, MembersQuery};
+use crate::overrides::{ChosenPublishMode, ChosenStrategy};
 use crate::problem::{ApiError, Problem};
 use crate::state::AppState;
-use crate::strategy_header::ChosenStrategy;
 
 /// createChat: the chat, its members and a "room created" system message,
-/// in one transaction. The member rows are written by the server's insert
-/// strategy, or by the one named in `X-Chatlab-Insert-Strategy` when the
-/// server allows overrides; the response names the strategy used.
+/// in one transaction, and a `chat.created` event. The member rows are
+/// written by the server's insert strategy and the event published by its
+/// publish mode, or by those named in `X-Chatlab-Insert-Strategy` and
+/// `X-Chatlab-Publish-Mode` when the server allows overrides; the response
+/// names both.
 #[utoipa::path(
     tag = "chats",
     request_body = CreateChatRequest,
-    params(("x-chatlab-insert-strategy" = Option<String>, Header,
-        description = "per_row, batch or unnest; honoured only with CHATLAB_ALLOW_OVERRIDES=true")),
+    params(
+        ("x-chatlab-insert-strategy" = Option<String>, Header,
+            description = "per_row, batch or unnest; honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
+        ("x-chatlab-publish-mode" = Option<String>, Header,
+            description = "off, in_tx_await, in_tx_enqueue, after_commit or outbox; honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
+    ),
     responses(
         (status = 201, description = "Created", body = ChatCreatedResponse,
-            headers(("x-chatlab-insert-strategy" = String, description = "The strategy used"))),
-        (status = 400, description = "Malformed JSON or strategy header", body = Problem, content_type = "application/problem+json"),
+            headers(
+                ("x-chatlab-insert-strategy" = String, description = "The strategy used"),
+                ("x-chatlab-publish-mode" = String, description = "The publish mode used"),
+            )),
+        (status = 400, description = "Malformed JSON or override header", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid fields, too many members, or unknown users (listed)", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable or pool exhausted", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable, pool exhausted, or (in_tx_await) the broker did not acknowledge; nothing written", body = Problem, content_type = "application/problem+json"),
     )
 )]
 #[post("/chats")]
 pub async fn create_chat(
     state: web::Data<AppState>,
     strategy: ChosenStrategy,
+    mode: ChosenPublishMode,
     body: web::Json<CreateChatRequest>,
 ) -> Result<HttpResponse, ApiError> {
     let body = body.into_inner();
@@ -39,9 +49,10 @@ pub async fn create_chat(
         },
         &state.limits,
     )?;
-    let created = state.chats.create_chat(command, strategy.0).await?;
+    let created = state.chats.create_chat(command, strategy.0, mode.0).await?;
     Ok(HttpResponse::Created()
         .insert_header(strategy.header())
+        .insert_header(mode.header())
         .json(ChatCreatedResponse::from(created)))
 }
 

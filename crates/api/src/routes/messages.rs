@@ -3,29 +3,38 @@ use actix_web::{HttpResponse, get, post, web};
 use chatlab_domain::{ChatId, MessageId, NewMessage, PageRequest, SendMessage, UserId};
 
 use crate::dto::{MessageResponse, MessagesPage, MessagesQuery, SendMessageRequest};
+use crate::overrides::{ChosenPublishMode, ChosenStrategy};
 use crate::problem::{ApiError, Problem};
 use crate::state::AppState;
-use crate::strategy_header::ChosenStrategy;
 
-/// Posts a message. The membership check and the insert are one statement.
+/// Posts a message and its `message.sent` event (by the publish mode). The
+/// membership check and the insert are one statement.
 #[utoipa::path(
     tag = "messages",
     request_body = SendMessageRequest,
-    params(("id" = uuid::Uuid, Path, description = "Chat id")),
+    params(
+        ("id" = uuid::Uuid, Path, description = "Chat id"),
+        ("x-chatlab-publish-mode" = Option<String>, Header,
+            description = "off, in_tx_await, in_tx_enqueue, after_commit or outbox; honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
+    ),
     responses(
         (status = 201, description = "Created", body = MessageResponse,
-            headers(("x-chatlab-insert-strategy" = String, description = "The server's strategy (a message is one row whatever it is)"))),
+            headers(
+                ("x-chatlab-insert-strategy" = String, description = "The server's strategy (a message is one row whatever it is)"),
+                ("x-chatlab-publish-mode" = String, description = "The publish mode used"),
+            )),
         (status = 400, description = "Malformed JSON or id", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "The sender is not a member", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such chat", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid body", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable, or (in_tx_await) the broker did not acknowledge; nothing written", body = Problem, content_type = "application/problem+json"),
     )
 )]
 #[post("/chats/{id}/messages")]
 pub async fn send_message(
     state: web::Data<AppState>,
     strategy: ChosenStrategy,
+    mode: ChosenPublishMode,
     id: web::Path<uuid::Uuid>,
     body: web::Json<SendMessageRequest>,
 ) -> Result<HttpResponse, ApiError> {
@@ -35,9 +44,10 @@ pub async fn send_message(
         sender_id: UserId::from_uuid(body.sender_id),
         body: body.body,
     })?;
-    let message = state.messages.send_message(command).await?;
+    let message = state.messages.send_message(command, mode.0).await?;
     Ok(HttpResponse::Created()
         .insert_header(strategy.header())
+        .insert_header(mode.header())
         .json(MessageResponse::from(message)))
 }
 

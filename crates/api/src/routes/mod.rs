@@ -2,6 +2,7 @@
 //! the OpenAPI document is collected from the same registrations as the
 //! router and the two cannot drift.
 
+mod audit;
 mod chats;
 mod health;
 mod messages;
@@ -26,5 +27,6 @@ pub fn configure(cfg: &mut ServiceConfig) {
     )
     .service(health::healthz)
     .service(health::readyz)
-    .service(metrics::metrics);
+    .service(metrics::metrics)
+    .service(audit::audit);
 }

@@ -3,9 +3,9 @@ use actix_web::{HttpResponse, get, post, web};
 use chatlab_domain::{NewUser, UserId};
 
 use crate::dto::{BulkUsersRequest, BulkUsersResponse, CreateUserRequest, UserResponse};
+use crate::overrides::INSERT_STRATEGY_HEADER;
 use crate::problem::{ApiError, Problem};
 use crate::state::AppState;
-use crate::strategy_header::INSERT_STRATEGY_HEADER;
 
 /// Creates a user.
 #[utoipa::path(

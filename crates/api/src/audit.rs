@@ -1,0 +1,76 @@
+//! The event audit: reads the whole topic and the committed writes of a
+//! time window and reconciles them per publish mode (lost, phantom,
+//! duplicated). Served at `GET /audit` and run by `chatlab audit`.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use chatlab_domain::RepositoryError;
+use chatlab_domain::audit::{AuditReport, SeenEvent, reconcile};
+use chatlab_kafka::topic_reader;
+use chatlab_persistence::DbPool;
+use chatlab_persistence::audit_rows::committed_writes;
+
+/// How long reading the topic may take.
+const READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Why an audit could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    /// The database could not be read.
+    #[error("reading the committed writes failed")]
+    Database(#[from] RepositoryError),
+    /// The topic could not be read.
+    #[error("reading the topic failed: {0}")]
+    Topic(String),
+}
+
+/// Where the audit reads from.
+pub struct AuditSource {
+    /// The database.
+    pub pool: DbPool,
+    /// The broker's bootstrap servers (the embedded one's, when it runs).
+    pub bootstrap: String,
+    /// The events topic.
+    pub topic: String,
+}
+
+impl AuditSource {
+    /// Reconciles writes and events that happened in `[since, until)`.
+    pub async fn run(
+        &self,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<AuditReport, AuditError> {
+        let writes = committed_writes(&self.pool, since, until).await?;
+        let bootstrap = self.bootstrap.clone();
+        let topic = self.topic.clone();
+        let records = tokio::task::spawn_blocking(move || {
+            topic_reader::read_all(&bootstrap, &topic, READ_TIMEOUT)
+        })
+        .await
+        .map_err(|e| AuditError::Topic(e.to_string()))?
+        .map_err(|e| AuditError::Topic(e.to_string()))?;
+        let mut unreadable = 0;
+        let mut events = Vec::new();
+        for record in records {
+            let Ok(event) = record.event else {
+                unreadable += 1;
+                continue;
+            };
+            if event.occurred_at < since || event.occurred_at >= until {
+                continue;
+            }
+            match event.publish_mode.parse() {
+                Ok(mode) => events.push(SeenEvent {
+                    event_id: event.event_id,
+                    subject_id: event.subject_id(),
+                    mode,
+                }),
+                Err(_) => unreadable += 1,
+            }
+        }
+        Ok(reconcile(&writes, &events, unreadable))
+    }
+}

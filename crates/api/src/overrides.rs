@@ -1,0 +1,107 @@
+//! Per-request overrides: `X-Chatlab-Insert-Strategy` and
+//! `X-Chatlab-Publish-Mode`.
+//!
+//! With `CHATLAB_ALLOW_OVERRIDES=true` a request may pick its member insert
+//! strategy and its event publish mode, so one load run can mix them against
+//! one server and compare them in the same minute. With overrides off, a
+//! request that names one is refused (400) rather than silently served with
+//! another: a measurement must never be attributed to a choice that did not
+//! run. Every write names what it used in the same response headers.
+
+use std::fmt::Display;
+use std::future::{Ready, ready};
+use std::str::FromStr;
+
+use actix_web::dev::Payload;
+use actix_web::{FromRequest, HttpRequest, web};
+
+use chatlab_domain::{InsertStrategy, PublishMode};
+
+use crate::problem::ApiError;
+use crate::state::AppState;
+
+/// Request and response header naming the member insert strategy.
+pub const INSERT_STRATEGY_HEADER: &str = "x-chatlab-insert-strategy";
+/// Request and response header naming the event publish mode.
+pub const PUBLISH_MODE_HEADER: &str = "x-chatlab-publish-mode";
+
+/// The strategy this request uses; recorded on the request's span.
+#[derive(Debug, Clone, Copy)]
+pub struct ChosenStrategy(pub InsertStrategy);
+
+/// The publish mode this request uses; recorded on the request's span.
+#[derive(Debug, Clone, Copy)]
+pub struct ChosenPublishMode(pub PublishMode);
+
+impl ChosenStrategy {
+    /// The response header that names it.
+    pub fn header(self) -> (&'static str, &'static str) {
+        (INSERT_STRATEGY_HEADER, self.0.as_str())
+    }
+}
+
+impl ChosenPublishMode {
+    /// The response header that names it.
+    pub fn header(self) -> (&'static str, &'static str) {
+        (PUBLISH_MODE_HEADER, self.0.as_str())
+    }
+}
+
+impl FromRequest for ChosenStrategy {
+    type Error = ApiError;
+    type Future = Ready<Result<Self, Self::Error>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        ready(
+            choose(req, INSERT_STRATEGY_HEADER, |s| s.writes.default_strategy).map(|s| {
+                tracing::Span::current().record("chatlab.insert_strategy", s.as_str());
+                ChosenStrategy(s)
+            }),
+        )
+    }
+}
+
+impl FromRequest for ChosenPublishMode {
+    type Error = ApiError;
+    type Future = Ready<Result<Self, Self::Error>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        ready(
+            choose(req, PUBLISH_MODE_HEADER, |s| s.writes.default_publish_mode).map(|m| {
+                tracing::Span::current().record("chatlab.publish_mode", m.as_str());
+                ChosenPublishMode(m)
+            }),
+        )
+    }
+}
+
+/// The header's value when overrides are allowed, else the server default.
+fn choose<T>(
+    req: &HttpRequest,
+    header: &str,
+    default: impl Fn(&AppState) -> T,
+) -> Result<T, ApiError>
+where
+    T: FromStr + Display,
+    T::Err: Display,
+{
+    let state = req
+        .app_data::<web::Data<AppState>>()
+        .ok_or_else(|| ApiError::Internal("application state is missing".into()))?;
+    let default = default(state);
+    let Some(value) = req.headers().get(header) else {
+        return Ok(default);
+    };
+    if !state.writes.allow_overrides {
+        return Err(ApiError::BadRequest(format!(
+            "the {header} header is only honoured when the server runs with \
+             CHATLAB_ALLOW_OVERRIDES=true; this server always uses {default}"
+        )));
+    }
+    let value = value
+        .to_str()
+        .map_err(|_| ApiError::BadRequest(format!("{header} is not ASCII")))?;
+    value
+        .parse()
+        .map_err(|e| ApiError::BadRequest(format!("{header}: {e}")))
+}
