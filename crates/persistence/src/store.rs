@@ -202,7 +202,7 @@ impl ChatRepository for PgStore {
         let held = conn.held_for();
         drop(conn);
         self.writes
-            .record(strategy, written.statements, written.rows, held);
+            .record(strategy, mode, written.statements, written.rows, held);
         self.after_commit(mode);
         publish_after_commit(publisher, &event, mode).await;
         Ok(ChatCreated {

@@ -12,7 +12,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
-use chatlab_domain::InsertStrategy;
+use chatlab_domain::{InsertStrategy, PublishMode};
 
 use crate::pool_metrics::latency_buckets;
 
@@ -21,6 +21,15 @@ use crate::pool_metrics::latency_buckets;
 pub struct StrategyLabel {
     /// `per_row`, `batch` or `unnest`.
     pub strategy: &'static str,
+}
+
+/// Labels of the hold-time histogram: strategy and publish mode.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HoldLabel {
+    /// `per_row`, `batch` or `unnest`.
+    pub strategy: &'static str,
+    /// `off`, `in_tx_await`, `in_tx_enqueue`, `after_commit` or `outbox`.
+    pub publish_mode: &'static str,
 }
 
 /// Counters of the createChat write path.
@@ -34,9 +43,9 @@ pub struct WriteMetrics {
     /// Committed createChat transactions.
     pub chats: Family<StrategyLabel, Counter>,
     /// How long each committed createChat held its pooled connection, by
-    /// strategy: the pool's own use-time histogram mixes every checkout, this
-    /// one lets a run that mixes strategies compare them.
-    pub connection_hold: Family<StrategyLabel, Histogram, fn() -> Histogram>,
+    /// strategy and publish mode: the pool's own use-time histogram mixes
+    /// every checkout, this one lets a run that mixes them compare them.
+    pub connection_hold: Family<HoldLabel, Histogram, fn() -> Histogram>,
 }
 
 fn new_histogram() -> Histogram {
@@ -69,7 +78,7 @@ impl WriteMetrics {
         );
         registry.register_with_unit(
             "chatlab_create_chat_connection_hold",
-            "Time a committed createChat held its pooled connection, by strategy",
+            "Time a committed createChat held its pooled connection, by strategy and publish mode",
             Unit::Seconds,
             m.connection_hold.clone(),
         );
@@ -77,13 +86,23 @@ impl WriteMetrics {
     }
 
     /// Records one committed createChat.
-    pub fn record(&self, strategy: InsertStrategy, statements: u64, rows: u64, held: Duration) {
+    pub fn record(
+        &self,
+        strategy: InsertStrategy,
+        mode: PublishMode,
+        statements: u64,
+        rows: u64,
+        held: Duration,
+    ) {
+        self.connection_hold
+            .get_or_create(&HoldLabel {
+                strategy: strategy.as_str(),
+                publish_mode: mode.as_str(),
+            })
+            .observe(held.as_secs_f64());
         let label = StrategyLabel {
             strategy: strategy.as_str(),
         };
-        self.connection_hold
-            .get_or_create(&label)
-            .observe(held.as_secs_f64());
         self.statements.get_or_create(&label).inc_by(statements);
         self.rows.get_or_create(&label).inc_by(rows);
         self.chats.get_or_create(&label).inc();

@@ -59,7 +59,7 @@ async fn every_checkout_is_timed_and_returned() {
     assert_eq!(
         sample(
             &text,
-            "chatlab_create_chat_connection_hold_seconds_count{strategy=\"per_row\"}"
+            "chatlab_create_chat_connection_hold_seconds_count{strategy=\"per_row\",publish_mode=\"off\"}"
         ),
         1.0
     );
