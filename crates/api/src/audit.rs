@@ -34,6 +34,10 @@ pub struct AuditSource {
     pub bootstrap: String,
     /// The events topic.
     pub topic: String,
+    /// Where a window starts when the caller names no start: the process's
+    /// start with the embedded broker (its events die with the process, so
+    /// older rows would all count as lost), else the epoch.
+    pub default_since: DateTime<Utc>,
 }
 
 impl AuditSource {

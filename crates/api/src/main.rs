@@ -33,7 +33,7 @@ enum Command {
     /// an event. (With the embedded broker the events live in the server's
     /// process: ask the server, GET /audit.)
     Audit {
-        /// Window start, RFC 3339 (default: the beginning of time).
+        /// Window start, RFC 3339 (default: 1970-01-01).
         #[arg(long)]
         since: Option<chrono::DateTime<chrono::Utc>>,
         /// Window end, RFC 3339, exclusive (default: now minus --settle-secs).
@@ -97,8 +97,9 @@ async fn audit(
         pool,
         bootstrap,
         topic: settings.kafka.topic.clone(),
+        default_since: chrono::DateTime::<chrono::Utc>::UNIX_EPOCH,
     };
-    let since = since.unwrap_or(chrono::DateTime::<chrono::Utc>::MIN_UTC);
+    let since = since.unwrap_or(chrono::DateTime::<chrono::Utc>::UNIX_EPOCH);
     let until = until.unwrap_or_else(|| {
         chrono::Utc::now() - chrono::Duration::seconds(settle_secs.min(86_400) as i64)
     });

@@ -64,6 +64,7 @@ impl Application {
     /// prepares the server. `HTTP_ADDR` with port 0 binds a free port; see
     /// [`Application::port`].
     pub async fn build(settings: Settings) -> Result<Self, StartupError> {
+        let started_at = chrono::Utc::now();
         if settings.run_migrations {
             let applied = migrations::run_pending(&settings.db.url)
                 .await
@@ -127,6 +128,11 @@ impl Application {
                 pool: store.pool().clone(),
                 bootstrap,
                 topic: settings.kafka.topic.clone(),
+                default_since: if embedded.is_some() {
+                    started_at
+                } else {
+                    chrono::DateTime::<chrono::Utc>::UNIX_EPOCH
+                },
             },
             writes: settings.writes,
             limits: settings.limits,

@@ -11,7 +11,8 @@ use crate::state::AppState;
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct AuditQuery {
-    /// Start of the window (RFC 3339); default: the beginning of time.
+    /// Start of the window (RFC 3339); default: 1970-01-01, or the server's
+    /// start when it runs the embedded broker (whose events die with it).
     pub since: Option<DateTime<Utc>>,
     /// End of the window (RFC 3339, exclusive); default: now minus `settle_ms`.
     pub until: Option<DateTime<Utc>>,
@@ -71,7 +72,7 @@ pub async fn audit(
     state: web::Data<AppState>,
     query: web::Query<AuditQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let since = query.since.unwrap_or(DateTime::<Utc>::MIN_UTC);
+    let since = query.since.unwrap_or(state.audit.default_since);
     let until = query.until.unwrap_or_else(|| {
         Utc::now() - chrono::Duration::milliseconds(query.settle_ms.unwrap_or(2000) as i64)
     });

@@ -4,6 +4,7 @@
 
 mod chats;
 mod errors;
+mod events;
 mod messages;
 mod operations;
 mod pool;

@@ -19,6 +19,8 @@ pub struct TestApp {
     pub address: String,
     pub client: reqwest::Client,
     pub db: TestDb,
+    /// The in-process mock cluster, when the test set no `KAFKA_BROKERS`.
+    pub embedded: Option<std::sync::Arc<chatlab_kafka::EmbeddedBroker>>,
     handle: actix_web::dev::ServerHandle,
 }
 
@@ -61,11 +63,13 @@ pub async fn spawn_on(db: TestDb, extra: &[(&str, &str)]) -> TestApp {
     let app = Application::build(settings).await.expect("build app");
     let address = format!("http://127.0.0.1:{}", app.port());
     let handle = app.handle();
+    let embedded = app.embedded_broker();
     tokio::spawn(app.run_until_stopped());
     TestApp {
         address,
         client: reqwest::Client::new(),
         db,
+        embedded,
         handle,
     }
 }

@@ -1,0 +1,468 @@
+//! Events end to end: every publish mode against a real Kafka-protocol
+//! broker (tansu at `KAFKA_TEST_BROKERS`, default 127.0.0.1:9092; `make
+//! test` starts it), and the faults a running broker cannot be asked for
+//! (an outage on cue, injected round-trip time) against librdkafka's mock
+//! cluster, which the server starts when `KAFKA_BROKERS` is unset.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use diesel::prelude::*;
+use diesel_async::{RunQueryDsl, SimpleAsyncConnection};
+use rdkafka::ClientConfig;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use reqwest::{Response, StatusCode};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use chatlab_domain::{Event, EventPayload};
+use chatlab_kafka::topic_reader::{TopicRecord, read_all};
+use chatlab_persistence::schema::outbox;
+
+use crate::support::{TestApp, assert_problem, sample, spawn_app_with};
+
+fn test_brokers() -> String {
+    std::env::var("KAFKA_TEST_BROKERS").unwrap_or_else(|_| "127.0.0.1:9092".to_owned())
+}
+
+fn unique_topic() -> String {
+    format!("chatlab-test-{}", Uuid::now_v7().simple())
+}
+
+/// Reads the topic until it holds at least `at_least` records.
+async fn wait_for_records(bootstrap: &str, topic: &str, at_least: usize) -> Vec<TopicRecord> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (b, t) = (bootstrap.to_owned(), topic.to_owned());
+        let records =
+            tokio::task::spawn_blocking(move || read_all(&b, &t, Duration::from_secs(10)))
+                .await
+                .unwrap()
+                .unwrap_or_else(|e| panic!("cannot read {topic} at {bootstrap}: {e}"));
+        if records.len() >= at_least || Instant::now() > deadline {
+            assert!(
+                records.len() >= at_least,
+                "{topic} holds {} records, expected at least {at_least}",
+                records.len()
+            );
+            return records;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A server on the test broker, with a topic of its own and overrides on.
+async fn spawn_on_tansu() -> (TestApp, String, String) {
+    let brokers = test_brokers();
+    let topic = unique_topic();
+    let app = spawn_app_with(&[
+        ("KAFKA_BROKERS", brokers.as_str()),
+        ("KAFKA_TOPIC", topic.as_str()),
+        ("CHATLAB_ALLOW_OVERRIDES", "true"),
+    ])
+    .await;
+    (app, brokers, topic)
+}
+
+async fn post_chat(app: &TestApp, name: &str, users: &[Uuid], mode: &str) -> Response {
+    app.client
+        .post(app.url("/v1/chats"))
+        .header("x-chatlab-publish-mode", mode)
+        .json(&json!({ "name": name, "creator_id": users[0], "member_ids": &users[1..] }))
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn post_message(app: &TestApp, chat: &str, sender: Uuid, body: &str, mode: &str) -> Value {
+    let resp = app
+        .client
+        .post(app.url(&format!("/v1/chats/{chat}/messages")))
+        .header("x-chatlab-publish-mode", mode)
+        .json(&json!({ "sender_id": sender, "body": body }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::CREATED);
+    assert_eq!(resp.headers()["x-chatlab-publish-mode"], mode);
+    resp.json().await.unwrap()
+}
+
+async fn audit(app: &TestApp) -> Value {
+    let resp = app.get("/audit?settle_ms=0").await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    resp.json().await.unwrap()
+}
+
+fn mode_row<'a>(audit: &'a Value, mode: &str) -> &'a Value {
+    audit["modes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["mode"] == mode)
+        .unwrap_or_else(|| panic!("no {mode} in the audit: {audit}"))
+}
+
+async fn outbox_pending(app: &TestApp) -> i64 {
+    let mut conn = app.db.connect().await;
+    outbox::table
+        .filter(outbox::published_at.is_null())
+        .count()
+        .get_result(&mut conn)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn every_mode_publishes_exactly_what_it_committed_in_order() {
+    let (app, brokers, topic) = spawn_on_tansu().await;
+    let users = app.bulk_users(4).await;
+    let modes = [
+        "in_tx_await",
+        "in_tx_enqueue",
+        "after_commit",
+        "outbox",
+        "off",
+    ];
+    // chat id -> (mode, message ids in send order)
+    let mut written: HashMap<String, (&str, Vec<String>)> = HashMap::new();
+    for mode in modes {
+        let resp = post_chat(&app, &format!("room {mode}"), &users, mode).await;
+        assert_eq!(resp.status(), StatusCode::CREATED);
+        assert_eq!(resp.headers()["x-chatlab-publish-mode"], mode);
+        let chat: Value = resp.json().await.unwrap();
+        let chat_id = chat["id"].as_str().unwrap().to_owned();
+        let mut messages = Vec::new();
+        for (i, sender) in users.iter().take(3).enumerate() {
+            let m = post_message(&app, &chat_id, *sender, &format!("m{i}-{mode}"), mode).await;
+            messages.push(m["id"].as_str().unwrap().to_owned());
+        }
+        written.insert(chat_id, (mode, messages));
+    }
+
+    // Four publishing modes × (one chat + three messages); `off` adds none.
+    let expected = 16;
+    wait_for_records(&brokers, &topic, expected).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let records = wait_for_records(&brokers, &topic, expected).await;
+    assert_eq!(records.len(), expected, "no extra events");
+
+    let mut by_chat: HashMap<String, Vec<&TopicRecord>> = HashMap::new();
+    for r in &records {
+        let event = r.event.as_ref().expect("every record is a chatlab event");
+        let chat_id = event.chat_id().to_string();
+        assert_eq!(r.key.as_deref(), Some(chat_id.as_str()), "key = chat id");
+        by_chat.entry(chat_id).or_default().push(r);
+    }
+    for (chat_id, (mode, messages)) in &written {
+        let Some(events) = by_chat.get(chat_id) else {
+            assert_eq!(*mode, "off", "{mode} published nothing");
+            continue;
+        };
+        assert_ne!(*mode, "off", "off must publish nothing");
+        assert!(
+            events.iter().all(|r| r.partition == events[0].partition),
+            "one chat, one partition"
+        );
+        let events: Vec<&Event> = events.iter().map(|r| r.event.as_ref().unwrap()).collect();
+        assert!(events.iter().all(|e| e.publish_mode == *mode));
+        match &events[0].payload {
+            EventPayload::ChatCreated {
+                member_count,
+                creator_id,
+                ..
+            } => {
+                assert_eq!(*member_count, 4);
+                assert_eq!(*creator_id, users[0]);
+            }
+            other => panic!("{mode}: first event of a chat is {other:?}"),
+        }
+        let sent: Vec<String> = events[1..]
+            .iter()
+            .map(|e| match &e.payload {
+                EventPayload::MessageSent {
+                    message_id,
+                    body_length,
+                    ..
+                } => {
+                    assert_eq!(*body_length, 3 + mode.len());
+                    message_id.to_string()
+                }
+                other => panic!("{mode}: expected message.sent, got {other:?}"),
+            })
+            .collect();
+        assert_eq!(&sent, messages, "{mode}: events in the order of the writes");
+    }
+
+    let report = audit(&app).await;
+    assert_eq!(report["failed"], false, "{report}");
+    for mode in ["in_tx_await", "in_tx_enqueue", "after_commit", "outbox"] {
+        let row = mode_row(&report, mode);
+        assert_eq!(row["committed"], 4, "{mode}");
+        assert_eq!(row["events"], 4, "{mode}");
+        assert_eq!(
+            (&row["lost"], &row["phantom"], &row["duplicated"]),
+            (&json!(0), &json!(0), &json!(0)),
+            "{mode}"
+        );
+    }
+    assert_eq!(mode_row(&report, "off")["events"], 0);
+}
+
+/// A broker outage, on cue: `in_tx_await` refuses the write, `after_commit`
+/// commits and loses the event, `outbox` commits and publishes once the
+/// broker is back.
+#[tokio::test]
+async fn an_unreachable_broker_costs_each_mode_what_it_promised() {
+    let app = spawn_app_with(&[
+        ("CHATLAB_ALLOW_OVERRIDES", "true"),
+        ("KAFKA_SEND_TIMEOUT_MS", "1500"),
+    ])
+    .await;
+    let broker = app.embedded.clone().expect("embedded broker");
+    let users = app.bulk_users(2).await;
+    broker.broker_down().unwrap();
+    let before = app.row_counts().await;
+
+    let refused = post_chat(&app, "await", &users, "in_tx_await").await;
+    assert_problem(refused, 503, "unavailable").await;
+    assert_eq!(app.row_counts().await, before, "in_tx_await rolled back");
+
+    let after = post_chat(&app, "after", &users, "after_commit").await;
+    assert_eq!(after.status(), StatusCode::CREATED);
+    let metrics = app.metrics().await;
+    assert_eq!(
+        sample(
+            &metrics,
+            "chatlab_events_failed_total{mode=\"after_commit\"}"
+        ),
+        Some(1.0)
+    );
+
+    let outboxed = post_chat(&app, "outbox", &users, "outbox").await;
+    assert_eq!(outboxed.status(), StatusCode::CREATED);
+    assert_eq!(outbox_pending(&app).await, 1, "committed and pending");
+    assert_eq!(app.row_counts().await[1], before[1] + 2);
+
+    broker.broker_up().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while outbox_pending(&app).await > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the relay never published the outbox row"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let report = audit(&app).await;
+    let outbox = mode_row(&report, "outbox");
+    assert_eq!(
+        (&outbox["committed"], &outbox["lost"]),
+        (&json!(1), &json!(0))
+    );
+    let after = mode_row(&report, "after_commit");
+    assert_eq!(
+        (&after["committed"], &after["lost"]),
+        (&json!(1), &json!(1))
+    );
+    assert_eq!(report["failed"], false, "after_commit promised nothing");
+}
+
+/// The seed's behaviour: the record is handed to the producer inside the
+/// transaction, the transaction then fails at COMMIT, and the event is out
+/// anyway. A deferred constraint trigger (this test's own database) makes
+/// COMMIT fail.
+#[tokio::test]
+async fn a_rollback_after_enqueue_leaves_a_phantom_that_the_audit_reports() {
+    let (app, brokers, topic) = spawn_on_tansu().await;
+    let users = app.bulk_users(2).await;
+    let mut conn = app.db.connect().await;
+    conn.batch_execute(
+        "CREATE FUNCTION fail_doomed() RETURNS trigger LANGUAGE plpgsql AS $$ \
+         BEGIN IF NEW.name = 'doomed' THEN RAISE EXCEPTION 'doomed at commit'; END IF; \
+         RETURN NEW; END $$; \
+         CREATE CONSTRAINT TRIGGER doomed_at_commit AFTER INSERT ON chats \
+         DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION fail_doomed();",
+    )
+    .await
+    .unwrap();
+
+    let fine = post_chat(&app, "fine", &users, "in_tx_enqueue").await;
+    assert_eq!(fine.status(), StatusCode::CREATED);
+    let doomed = post_chat(&app, "doomed", &users, "in_tx_enqueue").await;
+    assert_eq!(doomed.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(
+        app.row_counts().await[1],
+        1,
+        "only the fine chat is committed"
+    );
+
+    let records = wait_for_records(&brokers, &topic, 2).await;
+    assert_eq!(records.len(), 2, "the doomed chat's event went out anyway");
+    let report = audit(&app).await;
+    let enqueue = mode_row(&report, "in_tx_enqueue");
+    assert_eq!(enqueue["committed"], 1);
+    assert_eq!(enqueue["events"], 2);
+    assert_eq!(enqueue["phantom"], 1);
+    assert_eq!(enqueue["lost"], 0);
+}
+
+/// Mean connection use time of `count` sequential createChats in `mode`,
+/// from the pool's own histogram (nothing else uses the pool meanwhile: the
+/// relay has its own connection).
+async fn mean_use_time(app: &TestApp, users: &[Uuid], mode: &str, count: usize) -> f64 {
+    let before = app.metrics().await;
+    for i in 0..count {
+        let resp = post_chat(app, &format!("rtt {i}"), users, mode).await;
+        assert_eq!(resp.status(), StatusCode::CREATED);
+    }
+    let after = app.metrics().await;
+    let sum = |t: &str| sample(t, "db_client_connection_use_time_seconds_sum").unwrap();
+    let n = |t: &str| sample(t, "db_client_connection_use_time_seconds_count").unwrap();
+    (sum(&after) - sum(&before)) / (n(&after) - n(&before))
+}
+
+/// With 50 ms of broker round trip injected, only `in_tx_await` holds the
+/// connection for it.
+#[tokio::test]
+async fn only_in_tx_await_holds_the_connection_for_the_broker_round_trip() {
+    let app = spawn_app_with(&[
+        ("CHATLAB_ALLOW_OVERRIDES", "true"),
+        ("KAFKA_MOCK_BROKER_RTT_MS", "50"),
+    ])
+    .await;
+    let users = app.bulk_users(10).await;
+    // The first send also fetches metadata; keep it out of the figures.
+    assert_eq!(
+        post_chat(&app, "warm", &users, "in_tx_await")
+            .await
+            .status(),
+        StatusCode::CREATED
+    );
+    let await_mean = mean_use_time(&app, &users, "in_tx_await", 5).await;
+    let after_mean = mean_use_time(&app, &users, "after_commit", 5).await;
+    let outbox_mean = mean_use_time(&app, &users, "outbox", 5).await;
+    assert!(
+        await_mean >= 0.050,
+        "in_tx_await held {await_mean} s, less than the RTT"
+    );
+    assert!(after_mean < 0.050, "after_commit held {after_mean} s");
+    assert!(outbox_mean < 0.050, "outbox held {outbox_mean} s");
+}
+
+/// The audit on a topic and a table made by hand: a duplicate, a phantom, a
+/// loss in a mode that may lose, a loss in one that may not, and a record
+/// that is not an event.
+#[tokio::test]
+async fn the_audit_reconciles_a_fabricated_topic_and_table() {
+    let brokers = test_brokers();
+    let topic = unique_topic();
+    chatlab_kafka::publisher::ensure_topic(&brokers, &topic, 3)
+        .await
+        .unwrap();
+    let db = chatlab_testdb::TestDb::new().await;
+    let (user, c1, c2, c3, c4, ghost) = (
+        Uuid::now_v7(),
+        Uuid::now_v7(),
+        Uuid::now_v7(),
+        Uuid::now_v7(),
+        Uuid::now_v7(),
+        Uuid::now_v7(),
+    );
+    let mut conn = db.connect().await;
+    conn.batch_execute(&format!(
+        "INSERT INTO users VALUES ('{user}', 'u', now()); \
+         INSERT INTO chats (id, name, creator_id, created_at, publish_mode) VALUES \
+           ('{c1}', 'a', '{user}', now(), 'outbox'), ('{c2}', 'b', '{user}', now(), 'outbox'), \
+           ('{c3}', 'c', '{user}', now(), 'after_commit'), ('{c4}', 'd', '{user}', now(), 'in_tx_await');"
+    ))
+    .await
+    .unwrap();
+    let event = |chat: Uuid, mode: &str| Event {
+        event_id: Uuid::now_v7(),
+        occurred_at: chrono::Utc::now(),
+        schema_version: 1,
+        publish_mode: mode.to_owned(),
+        payload: EventPayload::ChatCreated {
+            chat_id: chat,
+            name: "x".into(),
+            creator_id: user,
+            member_count: 1,
+            system_message_id: Uuid::now_v7(),
+        },
+    };
+    let e1 = event(c1, "outbox");
+    let payloads = [
+        e1.to_json(),
+        e1.to_json(), // the relay published it twice
+        event(c2, "outbox").to_json(),
+        event(ghost, "in_tx_enqueue").to_json(), // never committed
+        "not an event".to_owned(),
+    ];
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", &brokers)
+        .create()
+        .unwrap();
+    for p in &payloads {
+        producer
+            .send(
+                FutureRecord::to(&topic).key("k").payload(p),
+                Duration::from_secs(5),
+            )
+            .await
+            .unwrap();
+    }
+
+    let mut registry = prometheus_client::registry::Registry::default();
+    let source = chatlab_api::audit::AuditSource {
+        pool: chatlab_persistence::DbPool::new(
+            &db.config(),
+            chatlab_persistence::pool_metrics::PoolMetrics::register(&mut registry),
+        ),
+        bootstrap: brokers.clone(),
+        topic: topic.clone(),
+        default_since: chrono::DateTime::<chrono::Utc>::UNIX_EPOCH,
+    };
+    let report = source
+        .run(
+            chrono::DateTime::<chrono::Utc>::UNIX_EPOCH,
+            chrono::Utc::now() + chrono::Duration::minutes(1),
+        )
+        .await
+        .unwrap();
+    use chatlab_domain::PublishMode::*;
+    let outbox = report.mode(Outbox).unwrap();
+    assert_eq!(
+        (
+            outbox.committed,
+            outbox.events,
+            outbox.lost,
+            outbox.duplicated
+        ),
+        (2, 2, 0, 1)
+    );
+    assert_eq!(report.mode(AfterCommit).unwrap().lost, 1);
+    assert_eq!(report.mode(InTxEnqueue).unwrap().phantom, 1);
+    assert_eq!(report.mode(InTxAwait).unwrap().lost, 1);
+    assert_eq!(report.unreadable, 1);
+    assert!(report.failed(), "in_tx_await promised no loss");
+
+    // The command line says the same, and fails.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_chatlab"))
+        .arg("audit")
+        .arg("--settle-secs")
+        .arg("0")
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("DATABASE_URL", db.url())
+        .env("KAFKA_BROKERS", &brokers)
+        .env("KAFKA_TOPIC", &topic)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("| in_tx_await | 1 | 0 | 1 | 0 | 0 | FAIL"),
+        "{stdout}"
+    );
+}
