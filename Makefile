@@ -9,11 +9,13 @@ SHELL := /bin/bash
 DATABASE_ADMIN_URL ?= postgres://postgres@127.0.0.1:5432/postgres
 # The database `make run` serves from.
 DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/chatlab
+# The Kafka-protocol broker the tests use (tansu, started and installed if needed).
+KAFKA_TEST_BROKERS ?= 127.0.0.1:9092
 HTTP_ADDR ?= 127.0.0.1:8080
 CARGO ?= cargo
 
 .PHONY: help run build release test fmt fmt-check lint layering openapi openapi-check \
-        docker-check k6-check db db-stop ci clean-testdbs
+        docker-check k6-check db db-stop broker broker-stop ci clean-testdbs
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -33,9 +35,16 @@ db: ## Start PostgreSQL if nothing answers, and create the chatlab database
 db-stop: ## Stop a private PostgreSQL cluster started by `make db` or `make test`
 	scripts/stop-postgres.sh
 
-test: ## Run every test against real PostgreSQL (started if needed)
+test: ## Run every test against real PostgreSQL and a real Kafka-protocol broker (both started if needed)
 	@DATABASE_URL=$(DATABASE_ADMIN_URL) scripts/ensure-postgres.sh
-	DATABASE_URL=$(DATABASE_ADMIN_URL) scripts/run-tests.sh
+	@KAFKA_TEST_BROKERS=$(KAFKA_TEST_BROKERS) scripts/ensure-tansu.sh
+	DATABASE_URL=$(DATABASE_ADMIN_URL) KAFKA_TEST_BROKERS=$(KAFKA_TEST_BROKERS) scripts/run-tests.sh
+
+broker: ## Start tansu (a Kafka-protocol broker) on KAFKA_TEST_BROKERS if nothing answers there
+	@KAFKA_TEST_BROKERS=$(KAFKA_TEST_BROKERS) scripts/ensure-tansu.sh
+
+broker-stop: ## Stop the tansu started by `make broker` or `make test`
+	scripts/stop-tansu.sh
 
 fmt: ## Format the code
 	$(CARGO) fmt --all

@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
-"""Connection hold time of createChat per insert strategy, on a running server.
+"""Connection hold time of createChat per insert strategy and publish mode,
+on a running server.
 
-Creates CHATS chats of MEMBERS members with each strategy in turn (A B C A B
-C ..., so drift of a shared machine falls on all three alike), one request at
-a time, through the X-Chatlab-Insert-Strategy header (the server must run
-with CHATLAB_ALLOW_OVERRIDES=true), then reads the server's
+Creates CHATS chats of MEMBERS members with each combination of STRATEGIES
+and MODES in turn (A B C A B C ..., so drift of a shared machine falls on
+all alike), one request at a time, through the X-Chatlab-Insert-Strategy and
+X-Chatlab-Publish-Mode headers (the server must run with
+CHATLAB_ALLOW_OVERRIDES=true), then reads the server's
 chatlab_create_chat_connection_hold_seconds histogram and prints, per
-strategy, the INSERT statements per chat and the mean and p95 hold time.
+combination, the INSERT statements per chat and the mean and p95 hold time.
 
     BASE_URL=http://127.0.0.1:8080 MEMBERS=50 CHATS=300 python3 scripts/hold_time.py
+    STRATEGIES=batch MODES=in_tx_await,after_commit,outbox python3 scripts/hold_time.py
 
 Only the standard library; sends traffic to BASE_URL only, a bounded number
 of requests. This is a single-client probe of cost per transaction, not a
@@ -23,7 +26,9 @@ import urllib.request
 BASE = os.environ.get("BASE_URL", "http://127.0.0.1:8080").rstrip("/")
 MEMBERS = int(os.environ.get("MEMBERS", "50"))
 CHATS = int(os.environ.get("CHATS", "300"))
-STRATEGIES = ["per_row", "batch", "unnest"]
+STRATEGIES = os.environ.get("STRATEGIES", "per_row,batch,unnest").split(",")
+MODES = os.environ.get("MODES", "off").split(",")
+COMBOS = [(s, m) for s in STRATEGIES for m in MODES]
 
 
 def call(method, path, body=None, headers=None):
@@ -48,7 +53,8 @@ def scrape():
             continue
         kind, labels, value = m.groups()
         strategy = re.search(r'strategy="([^"]+)"', labels).group(1)
-        h = hist.setdefault(strategy, {"buckets": []})
+        mode = re.search(r'publish_mode="([^"]+)"', labels).group(1)
+        h = hist.setdefault((strategy, mode), {"buckets": []})
         if kind == "bucket":
             le = re.search(r'le="([^"]+)"', labels).group(1)
             h["buckets"].append((float("inf") if le == "+Inf" else float(le), float(value)))
@@ -76,29 +82,33 @@ def main():
     ids = json.loads(body)["ids"]
     before, stmts_before = scrape()
     for i in range(CHATS):
-        for strategy in STRATEGIES:
+        for strategy, mode in COMBOS:
             status, _ = call(
                 "POST",
                 "/v1/chats",
                 {"name": f"hold {i}", "creator_id": ids[0], "member_ids": ids[1:]},
-                {"X-Chatlab-Insert-Strategy": strategy},
+                {"X-Chatlab-Insert-Strategy": strategy, "X-Chatlab-Publish-Mode": mode},
             )
             if status != 201:
                 sys.exit(f"createChat answered {status}")
     after, stmts_after = scrape()
-    print(f"members={MEMBERS} chats per strategy={CHATS} (one client, strategies interleaved)")
-    print("| strategy | INSERTs per chat | mean hold ms | p95 hold ms (bucket bound) |")
-    print("|---|---|---|---|")
-    for s in STRATEGIES:
-        a, b = after.get(s, {}), before.get(s, {"sum": 0, "count": 0, "buckets": []})
+    print(f"members={MEMBERS} chats per combination={CHATS} (one client, interleaved)")
+    print("| strategy | publish mode | INSERTs per chat | mean hold ms | p95 hold ms (bucket bound) |")
+    print("|---|---|---|---|---|")
+    for s, m in COMBOS:
+        key = (s, m)
+        a, b = after.get(key, {}), before.get(key, {"sum": 0, "count": 0, "buckets": []})
         count = a.get("count", 0) - b.get("count", 0)
         total = a.get("sum", 0) - b.get("sum", 0)
         prior = dict(b.get("buckets", []))
         buckets = [(le, c - prior.get(le, 0)) for le, c in a.get("buckets", [])]
-        stmts = (stmts_after.get(s, 0) - stmts_before.get(s, 0)) / max(count, 1)
+        # Statements are counted per strategy; with several modes, per chat
+        # of that strategy.
+        per_strategy = count * len(MODES)
+        stmts = (stmts_after.get(s, 0) - stmts_before.get(s, 0)) / max(per_strategy, 1)
         mean = 1000 * total / max(count, 1)
         p95 = 1000 * quantile(buckets, count, 0.95)
-        print(f"| {s} | {stmts:.0f} | {mean:.2f} | {p95:.2f} |")
+        print(f"| {s} | {m} | {stmts:.0f} | {mean:.2f} | {p95:.2f} |")
 
 
 if __name__ == "__main__":
