@@ -1,6 +1,6 @@
 //! The rdkafka event publisher.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use rdkafka::ClientConfig;
@@ -68,6 +68,7 @@ impl KafkaPublisher {
         if create_topic {
             ensure_topic(bootstrap, &config.topic, config.partitions).await?;
         }
+        wait_for_leaders(&producer, &config.topic, Duration::from_secs(15)).await;
         Ok(Self {
             producer,
             topic: config.topic.clone(),
@@ -165,6 +166,40 @@ impl EventPublisher for KafkaPublisher {
         });
         Ok(())
     }
+}
+
+/// Waits until the topic's metadata names a leader for every partition: a
+/// broker may acknowledge CreateTopics before its partitions can take
+/// writes, and the first events would then spend their delivery timeout
+/// retrying. Gives up quietly after `timeout` (the producer retries anyway).
+async fn wait_for_leaders(producer: &FutureProducer, topic: &str, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        let (p, t) = (producer.clone(), topic.to_owned());
+        // fetch_metadata blocks; keep it off the async threads.
+        let metadata = tokio::task::spawn_blocking(move || {
+            p.client().fetch_metadata(Some(&t), Duration::from_secs(2))
+        })
+        .await;
+        let ready = metadata.ok().and_then(Result::ok).is_some_and(|m| {
+            m.topics().iter().any(|t| {
+                t.name() == topic
+                    && t.error().is_none()
+                    && !t.partitions().is_empty()
+                    && t.partitions()
+                        .iter()
+                        .all(|p| p.leader() >= 0 && p.error().is_none())
+            })
+        });
+        if ready {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    warn!(
+        topic,
+        "the topic's partitions have no leader yet; sending anyway"
+    );
 }
 
 /// Creates the topic unless it exists.

@@ -29,8 +29,14 @@ fn unique_topic() -> String {
     format!("chatlab-test-{}", Uuid::now_v7().simple())
 }
 
-/// Reads the topic until it holds at least `at_least` records.
-async fn wait_for_records(bootstrap: &str, topic: &str, at_least: usize) -> Vec<TopicRecord> {
+/// Reads the topic until it holds at least `at_least` records; the
+/// failure message carries the server's event metrics.
+async fn wait_for_records(
+    app: &TestApp,
+    bootstrap: &str,
+    topic: &str,
+    at_least: usize,
+) -> Vec<TopicRecord> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let (b, t) = (bootstrap.to_owned(), topic.to_owned());
@@ -40,11 +46,17 @@ async fn wait_for_records(bootstrap: &str, topic: &str, at_least: usize) -> Vec<
                 .unwrap()
                 .unwrap_or_else(|e| panic!("cannot read {topic} at {bootstrap}: {e}"));
         if records.len() >= at_least || Instant::now() > deadline {
-            assert!(
-                records.len() >= at_least,
-                "{topic} holds {} records, expected at least {at_least}",
-                records.len()
-            );
+            if records.len() < at_least {
+                let metrics = app.metrics().await;
+                let events: Vec<&str> = metrics
+                    .lines()
+                    .filter(|l| l.starts_with("chatlab_events_"))
+                    .collect();
+                panic!(
+                    "{topic} holds {} records, expected at least {at_least}; server: {events:?}",
+                    records.len()
+                );
+            }
             return records;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -142,9 +154,9 @@ async fn every_mode_publishes_exactly_what_it_committed_in_order() {
 
     // Four publishing modes × (one chat + three messages); `off` adds none.
     let expected = 16;
-    wait_for_records(&brokers, &topic, expected).await;
+    wait_for_records(&app, &brokers, &topic, expected).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let records = wait_for_records(&brokers, &topic, expected).await;
+    let records = wait_for_records(&app, &brokers, &topic, expected).await;
     assert_eq!(records.len(), expected, "no extra events");
 
     let mut by_chat: HashMap<String, Vec<&TopicRecord>> = HashMap::new();
@@ -297,7 +309,7 @@ async fn a_rollback_after_enqueue_leaves_a_phantom_that_the_audit_reports() {
         "only the fine chat is committed"
     );
 
-    let records = wait_for_records(&brokers, &topic, 2).await;
+    let records = wait_for_records(&app, &brokers, &topic, 2).await;
     assert_eq!(records.len(), 2, "the doomed chat's event went out anyway");
     let report = audit(&app).await;
     let enqueue = mode_row(&report, "in_tx_enqueue");
