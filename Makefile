@@ -14,8 +14,39 @@ KAFKA_TEST_BROKERS ?= 127.0.0.1:9092
 HTTP_ADDR ?= 127.0.0.1:8080
 CARGO ?= cargo
 
+# Load tests. QUICK=1 shrinks every target to a few seconds (CI's smoke test).
+LOAD := ./target/release/chatlab-load
+MEMBERS ?= 50
+VUS ?= 60
+DURATION ?= 30s
+STRATEGY ?= batch
+PUBLISH_MODE ?= off
+ifeq ($(QUICK),1)
+  DEMO_ARGS := --vus 10 --duration 2s --warmup 1s --seed-users 300
+  LOADTEST_ARGS := --vus 8 --duration 2s --seed-users 300
+  CREATE_ARGS := --members $(MEMBERS) --vus 8 --duration 2s --seed-users 300
+  SEED001_ARGS := --members 20,50 --vus 6,12 --duration 2s --warmup 1s --seed-users 300
+  RAMP_ARGS := --stages 5:1s,10:1s,15:1s,20:1s --seed-users 300
+  BASELINE_ARGS := --clients 4 --duration 2s --seed-users 300
+  CROSSCHECK_ARGS := --vus 8 --duration 2s --tolerance 100
+else
+  DEMO_ARGS := --vus 20 --duration 8s --warmup 3s
+  LOADTEST_ARGS := --vus 40 --duration 20s
+  CREATE_ARGS := --members $(MEMBERS) --vus $(VUS) --duration $(DURATION)
+  SEED001_ARGS := --members 20,50 --vus 30,60,100 --duration 30s --warmup 5s --baseline
+  RAMP_ARGS := --stages 85:30s,200:30s,300:30s,400:30s
+  BASELINE_ARGS := --clients 8,20 --duration 15s
+  CROSSCHECK_ARGS := --vus 32 --duration 10s
+endif
+
+.PHONY: demo loadtest loadtest-create loadtest-seed001 loadtest-ramp bench-baseline \
+        loadtest-crosscheck loadtest-smoke load-build
 .PHONY: help run build release test fmt fmt-check lint layering openapi openapi-check \
         docker-check k6-check db db-stop broker broker-stop ci clean-testdbs
+
+demo: load-build db ## The main job: per_row vs batch vs unnest at 50 members on embedded defaults, as a table
+	$(LOAD) matrix --name demo --spawn 1 --database-url $(DATABASE_URL) \
+	    --strategies per_row,batch,unnest --members 50 $(DEMO_ARGS)
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -28,6 +59,35 @@ build: ## Debug build of every crate
 
 release: ## Release build of the server
 	$(CARGO) build --release --bin chatlab
+
+load-build: ## Release build of the server and the load tool
+	$(CARGO) build --release --bin chatlab --bin chatlab-load
+
+loadtest: load-build db ## A short mixed run (create/send/read) against one server
+	$(LOAD) run --name loadtest --spawn 1 --database-url $(DATABASE_URL) \
+	    --scenario mix --members 20 $(LOADTEST_ARGS) --threshold 'errors<0.01'
+
+loadtest-create: load-build db ## createChat: MEMBERS= VUS= DURATION= STRATEGY= PUBLISH_MODE=
+	$(LOAD) run --name create-$(STRATEGY)-m$(MEMBERS) --spawn 1 --database-url $(DATABASE_URL) \
+	    --scenario create-chat --strategy $(STRATEGY) --publish-mode $(PUBLISH_MODE) $(CREATE_ARGS)
+
+loadtest-seed001: load-build db ## Seed 001's grid: MEMBERS {20,50} x VUS {30,60,100} x {per_row,batch}, pool 20, 3 servers, with pgbench
+	$(LOAD) matrix --name seed001 --spawn 3 --database-url $(DATABASE_URL) \
+	    --strategies per_row,batch --pool-sizes 20 --rounds 1 $(SEED001_ARGS)
+
+loadtest-ramp: load-build db ## Seed 000's ramp 85 -> 200 -> 300 -> 400 VUs on createChat (batch), with server RSS
+	$(LOAD) run --name ramp --spawn 1 --database-url $(DATABASE_URL) --scenario create-chat \
+	    --members 50 --strategy batch --publish-mode off $(RAMP_ARGS)
+
+bench-baseline: load-build db ## pgbench on each strategy's createChat SQL
+	$(LOAD) baseline --spawn 1 --database-url $(DATABASE_URL) --members 50 $(BASELINE_ARGS)
+
+loadtest-crosscheck: load-build db ## wrk and chatlab-load on the same GET: throughputs must agree within 5%
+	@command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
+	$(LOAD) crosscheck --spawn 1 --database-url $(DATABASE_URL) $(CROSSCHECK_ARGS)
+
+loadtest-smoke: ## Every load target once, a few seconds each (CI)
+	$(MAKE) QUICK=1 demo loadtest loadtest-create loadtest-seed001 loadtest-ramp bench-baseline loadtest-crosscheck
 
 db: ## Start PostgreSQL if nothing answers, and create the chatlab database
 	@DATABASE_URL=$(DATABASE_URL) scripts/ensure-postgres.sh $(notdir $(firstword $(subst ?, ,$(DATABASE_URL))))

@@ -1,0 +1,189 @@
+//! The pgbench baseline: the SQL each strategy sends for one createChat,
+//! run by pgbench at the same concurrency against the same database. The
+//! ratio of chatlab's throughput to it is the distance to the physical
+//! limit of this machine and this PostgreSQL.
+//!
+//! Each script is one createChat transaction: the chat row (`RETURNING id`
+//! into a pgbench variable), the member rows as the strategy sends them,
+//! the system message, COMMIT. `per_row` and `unnest` run in pgbench's
+//! `prepared` protocol mode (chatlab reuses their prepared statements),
+//! `batch` in `extended` mode (chatlab parses each multi-row INSERT afresh).
+//! Several scripts with different member sets are mixed, as chatlab's load
+//! draws different members for every chat.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use uuid::Uuid;
+
+use crate::scenario::{Rng, pick_members};
+
+/// Member sets per baseline: enough that concurrent transactions rarely lock
+/// the same user rows, as with chatlab's random windows.
+const VARIANTS: usize = 16;
+
+/// One baseline measurement.
+#[derive(Debug, Clone)]
+pub struct BaselineSpec {
+    /// PostgreSQL URL of chatlab's database.
+    pub database_url: String,
+    /// `per_row`, `batch` or `unnest`.
+    pub strategy: String,
+    /// Members per chat, creator included.
+    pub members: usize,
+    /// pgbench clients (the VU count).
+    pub clients: usize,
+    /// How long.
+    pub duration: Duration,
+    /// Existing user ids to use as members.
+    pub users: Vec<Uuid>,
+    /// Where to write the scripts.
+    pub work_dir: PathBuf,
+}
+
+/// The pgbench script of one createChat with `members` (creator first).
+pub fn script(strategy: &str, members: &[Uuid]) -> Result<String, String> {
+    let creator = members.first().ok_or("a chat needs at least its creator")?;
+    let mut s = String::from("BEGIN;\n");
+    let _ = writeln!(
+        s,
+        "INSERT INTO chats (id, name, creator_id, created_at, publish_mode) \
+         VALUES (gen_random_uuid(), 'pgbench', '{creator}', now(), 'off') RETURNING id AS chat_id \\gset"
+    );
+    match strategy {
+        "per_row" => {
+            for m in members {
+                let _ = writeln!(
+                    s,
+                    "INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '{m}', now());"
+                );
+            }
+        }
+        "batch" => {
+            let rows: Vec<String> = members
+                .iter()
+                .map(|m| format!("((:chat_id)::uuid, '{m}', now())"))
+                .collect();
+            let _ = writeln!(
+                s,
+                "INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES {};",
+                rows.join(", ")
+            );
+        }
+        "unnest" => {
+            let ids: Vec<String> = members.iter().map(Uuid::to_string).collect();
+            let _ = writeln!(
+                s,
+                "INSERT INTO chat_members (chat_id, user_id, joined_at) \
+                 SELECT (:chat_id)::uuid, u.user_id, now() FROM unnest('{{{}}}'::uuid[]) AS u(user_id);",
+                ids.join(",")
+            );
+        }
+        other => return Err(format!("no pgbench script for strategy {other:?}")),
+    }
+    s.push_str(
+        "INSERT INTO messages (id, chat_id, sender_id, kind, body, created_at, publish_mode) \
+         VALUES (gen_random_uuid(), (:chat_id)::uuid, NULL, 'system', 'room created', now(), 'off');\n",
+    );
+    s.push_str("COMMIT;\n");
+    Ok(s)
+}
+
+/// pgbench's protocol mode matching what chatlab sends for `strategy`.
+pub fn protocol(strategy: &str) -> &'static str {
+    if strategy == "batch" {
+        "extended"
+    } else {
+        "prepared"
+    }
+}
+
+/// The `tps = …` figure of pgbench's report.
+pub fn parse_tps(output: &str) -> Option<f64> {
+    output
+        .lines()
+        .find(|l| l.trim_start().starts_with("tps = "))
+        .and_then(|l| l.trim_start()["tps = ".len()..].split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// Runs pgbench; blocking (call from `spawn_blocking`). Answers its tps.
+pub fn run(spec: &BaselineSpec) -> Result<f64, String> {
+    std::fs::create_dir_all(&spec.work_dir).map_err(|e| e.to_string())?;
+    let mut rng = Rng::new(0xBA5E);
+    let mut files = Vec::new();
+    for i in 0..VARIANTS {
+        let members = pick_members(&spec.users, spec.members, &mut rng);
+        let path = spec.work_dir.join(format!(
+            "createchat-{}-{}-{i}.sql",
+            spec.strategy, spec.members
+        ));
+        std::fs::write(&path, script(&spec.strategy, &members)?).map_err(|e| e.to_string())?;
+        files.push(path);
+    }
+    let mut cmd = Command::new("pgbench");
+    cmd.arg("-n")
+        .arg("-M")
+        .arg(protocol(&spec.strategy))
+        .arg("-c")
+        .arg(spec.clients.to_string())
+        .arg("-j")
+        .arg(spec.clients.clamp(1, 2).to_string())
+        .arg("-T")
+        .arg(spec.duration.as_secs().max(1).to_string());
+    for f in &files {
+        cmd.arg("-f").arg(f);
+    }
+    cmd.arg(&spec.database_url);
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cannot run pgbench (install postgresql-client): {e}"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(format!(
+            "pgbench failed: {}{}",
+            stdout,
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    parse_tps(&stdout).ok_or_else(|| format!("no tps in pgbench's output:\n{stdout}"))
+}
+
+/// Where scripts go by default.
+pub fn default_work_dir(results: &Path) -> PathBuf {
+    results.join("pgbench")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scripts_send_the_strategy_s_statements() {
+        let members: Vec<Uuid> = (0..3).map(|_| Uuid::now_v7()).collect();
+        let per_row = script("per_row", &members).unwrap();
+        assert_eq!(per_row.matches("INSERT INTO chat_members").count(), 3);
+        let batch = script("batch", &members).unwrap();
+        assert_eq!(batch.matches("INSERT INTO chat_members").count(), 1);
+        assert_eq!(batch.matches("(:chat_id)::uuid").count(), 4);
+        let unnest = script("unnest", &members).unwrap();
+        assert!(unnest.contains("unnest('{"));
+        for s in [&per_row, &batch, &unnest] {
+            assert!(s.starts_with("BEGIN;") && s.ends_with("COMMIT;\n"));
+            assert!(s.contains("\\gset") && s.contains("'room created'"));
+        }
+        assert!(script("bulk", &members).is_err());
+        assert!(script("batch", &[]).is_err());
+        assert_eq!(protocol("batch"), "extended");
+        assert_eq!(protocol("per_row"), "prepared");
+    }
+
+    #[test]
+    fn reads_tps_from_pgbench_output() {
+        let out = "number of failed transactions: 0 (0.000%)\nlatency average = 8.1 ms\ninitial connection time = 5.2 ms\ntps = 1234.567890 (without initial connection time)\n";
+        assert_eq!(parse_tps(out), Some(1234.56789));
+        assert_eq!(parse_tps("nothing"), None);
+    }
+}

@@ -1,0 +1,400 @@
+//! Running cells: one load run with the servers watched, turned into
+//! [`CellResult`]s, and the matrix over strategy × members × VUs × publish
+//! mode × pool size.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::baseline::{self, BaselineSpec};
+use crate::fleet::{Fleet, FleetSpec};
+use crate::prom::HistogramSnapshot;
+use crate::report::CellResult;
+use crate::runner::{self, Model, RunOutcome, VariantOutcome};
+use crate::sampler::{Sampler, ServerStats};
+use crate::scenario::{Overrides, Scenario, SeedSpec, Seeded, Workload, seed};
+use crate::schedule::Stage;
+
+/// Where the load goes.
+#[derive(Debug, Clone)]
+pub enum Servers {
+    /// Servers someone else runs.
+    External(Vec<String>),
+    /// Servers the harness starts (and restarts per pool size).
+    Spawn(FleetSpec),
+}
+
+/// The matrix.
+#[derive(Debug, Clone)]
+pub struct MatrixSpec {
+    /// Where.
+    pub servers: Servers,
+    /// Scenario of every cell.
+    pub scenario: Scenario,
+    /// Insert strategies (sent in the override header).
+    pub strategies: Vec<String>,
+    /// Members per chat.
+    pub members: Vec<usize>,
+    /// Virtual users.
+    pub vus: Vec<usize>,
+    /// Publish modes (sent in the override header; `-` sends none).
+    pub publish_modes: Vec<String>,
+    /// Pool sizes (restart spawned servers with each; `0` keeps theirs).
+    pub pool_sizes: Vec<u32>,
+    /// Length of each cell.
+    pub duration: Duration,
+    /// Unmeasured load before the cells of each fleet.
+    pub warmup: Duration,
+    /// Rounds: each cell runs this many times, strategies alternating
+    /// A B A B, and the rounds are merged.
+    pub rounds: usize,
+    /// Mix strategies request by request in one run instead of alternating.
+    pub mix_strategies: bool,
+    /// Think time of each VU.
+    pub think_time: Duration,
+    /// Run pgbench on the same SQL at the same database concurrency.
+    pub baseline: Option<String>,
+    /// Sampling period of the servers' metrics.
+    pub sample_interval: Duration,
+    /// Users to seed.
+    pub seed_users: usize,
+    /// Where pgbench scripts go.
+    pub work_dir: PathBuf,
+}
+
+/// The servers under load and how to watch them.
+#[derive(Debug, Clone)]
+pub struct Watched {
+    /// Their URLs.
+    pub targets: Vec<String>,
+    /// Their pids, when known (else found by port).
+    pub pids: Vec<Option<u32>>,
+    /// Sampling period.
+    pub sample_interval: Duration,
+}
+
+/// Runs one load and watches the servers.
+pub async fn measure(
+    client: &reqwest::Client,
+    watched: &Watched,
+    work: Arc<Workload>,
+    variants: Vec<Overrides>,
+    model: Model,
+    label: &str,
+) -> (RunOutcome, ServerStats) {
+    let sampler = Sampler::start(
+        client.clone(),
+        watched.targets.clone(),
+        watched.pids.clone(),
+        watched.sample_interval,
+    )
+    .await;
+    let outcome = runner::run(
+        client.clone(),
+        watched.targets.clone(),
+        work,
+        variants,
+        model,
+        label,
+    )
+    .await;
+    let stats = sampler.finish().await;
+    (outcome, stats)
+}
+
+/// A cell's identity.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Key {
+    pool: u32,
+    members: usize,
+    vus: usize,
+    mode_index: usize,
+    strategy_index: usize,
+    mode: String,
+    strategy: String,
+}
+
+#[derive(Default)]
+struct Accumulated {
+    client: VariantOutcome,
+    elapsed: f64,
+    dropped: u64,
+    stats: Vec<ServerStats>,
+    hold: HistogramSnapshot,
+    baseline_tps: Option<f64>,
+}
+
+/// Runs the matrix; answers its cells in a stable order.
+pub async fn run_matrix(
+    client: &reqwest::Client,
+    spec: &MatrixSpec,
+) -> Result<Vec<CellResult>, String> {
+    let mut acc: BTreeMap<Key, Accumulated> = BTreeMap::new();
+    let mut user_pool: Vec<uuid::Uuid> = Vec::new();
+    let mut server_count = 0;
+    for &pool in &spec.pool_sizes {
+        let (fleet, targets, pids) = match &spec.servers {
+            Servers::External(urls) => (None, urls.clone(), vec![None; urls.len()]),
+            Servers::Spawn(fleet_spec) => {
+                let mut fs = fleet_spec.clone();
+                if pool > 0 {
+                    fs.env.push(("DB_POOL_MAX_SIZE".into(), pool.to_string()));
+                }
+                let fleet = Fleet::start(&fs, client).await?;
+                let (urls, pids) = (fleet.urls(), fleet.pids());
+                (Some(fleet), urls, pids)
+            }
+        };
+        server_count = targets.len();
+        let first = targets.first().ok_or("no target server")?.clone();
+        let max_members = spec.members.iter().copied().max().unwrap_or(2);
+        let seeded = seed(
+            client,
+            &first,
+            SeedSpec {
+                members: max_members,
+                users: spec.seed_users.max(max_members * 4),
+                chats: 50,
+            },
+            &spec.scenario,
+        )
+        .await?;
+        user_pool.clone_from(&seeded.users);
+        if !spec.warmup.is_zero() {
+            let work = Arc::new(Workload {
+                scenario: spec.scenario.clone(),
+                seeded: seeded.clone(),
+                members: max_members,
+            });
+            let warm_variants = variants_for(&spec.strategies, None);
+            let _ = runner::run(
+                client.clone(),
+                targets.clone(),
+                work,
+                warm_variants,
+                closed(
+                    spec.vus.iter().copied().max().unwrap_or(1),
+                    spec.warmup,
+                    spec.think_time,
+                ),
+                "warm-up",
+            )
+            .await;
+        }
+        for &members in &spec.members {
+            let work = Arc::new(Workload {
+                scenario: spec.scenario.clone(),
+                seeded: Seeded {
+                    users: seeded.users.clone(),
+                    chats: seeded.chats.clone(),
+                },
+                members,
+            });
+            for &vus in &spec.vus {
+                for (mode_index, mode) in spec.publish_modes.iter().enumerate() {
+                    let mode_header = (mode != "-").then(|| mode.clone());
+                    for round in 0..spec.rounds.max(1) {
+                        let runs: Vec<Vec<String>> = if spec.mix_strategies {
+                            vec![spec.strategies.clone()]
+                        } else if round % 2 == 0 {
+                            spec.strategies.iter().map(|s| vec![s.clone()]).collect()
+                        } else {
+                            spec.strategies
+                                .iter()
+                                .rev()
+                                .map(|s| vec![s.clone()])
+                                .collect()
+                        };
+                        for strategies in runs {
+                            let label = format!(
+                                "pool={pool} m={members} vus={vus} {mode} {} r{}",
+                                strategies.join("+"),
+                                round + 1
+                            );
+                            let variants = variants_for(&strategies, mode_header.clone());
+                            let watched = Watched {
+                                targets: targets.clone(),
+                                pids: pids.clone(),
+                                sample_interval: spec.sample_interval,
+                            };
+                            let (outcome, stats) = measure(
+                                client,
+                                &watched,
+                                work.clone(),
+                                variants,
+                                closed(vus, spec.duration, spec.think_time),
+                                &label,
+                            )
+                            .await;
+                            eprintln!(
+                                "{label}: {:.0} req/s, p95 {:.1} ms, errors {}",
+                                outcome.total().requests() as f64 / outcome.elapsed.as_secs_f64(),
+                                outcome.total().latencies.quantile_ms(0.95),
+                                outcome.total().error_count()
+                            );
+                            for (i, strategy) in strategies.iter().enumerate() {
+                                let strategy_index = spec
+                                    .strategies
+                                    .iter()
+                                    .position(|s| s == strategy)
+                                    .unwrap_or(0);
+                                let a = acc
+                                    .entry(Key {
+                                        pool,
+                                        members,
+                                        vus,
+                                        mode_index,
+                                        strategy_index,
+                                        mode: mode.clone(),
+                                        strategy: strategy.clone(),
+                                    })
+                                    .or_default();
+                                if let Some(v) = outcome.variants.get(i) {
+                                    a.client.latencies.merge(&v.latencies);
+                                    for (s, n) in &v.errors {
+                                        *a.client.errors.entry(*s).or_default() += n;
+                                    }
+                                }
+                                a.elapsed += outcome.elapsed.as_secs_f64();
+                                a.dropped += outcome.dropped;
+                                if let Some(h) = stats.hold_by_strategy.get(strategy) {
+                                    a.hold = a.hold.add(h);
+                                }
+                                a.stats.push(stats.clone());
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        drop(fleet);
+        if let Some(database_url) = &spec.baseline {
+            for &members in &spec.members {
+                for &vus in &spec.vus {
+                    // pgbench gets the database concurrency chatlab has: its
+                    // VUs, capped by the pools in front of PostgreSQL.
+                    let cap = if pool > 0 {
+                        pool as usize * server_count
+                    } else {
+                        vus
+                    };
+                    let clients = vus.min(cap).max(1);
+                    for strategy in &spec.strategies {
+                        let users = user_pool.clone();
+                        let bspec = BaselineSpec {
+                            database_url: database_url.clone(),
+                            strategy: strategy.clone(),
+                            members,
+                            clients,
+                            duration: spec.duration,
+                            users,
+                            work_dir: spec.work_dir.clone(),
+                        };
+                        let tps = tokio::task::spawn_blocking(move || baseline::run(&bspec))
+                            .await
+                            .map_err(|e| e.to_string())??;
+                        eprintln!("pgbench {strategy} m={members} clients={clients}: {tps:.0} tps");
+                        for (key, a) in acc.iter_mut() {
+                            if key.pool == pool
+                                && key.members == members
+                                && key.vus == vus
+                                && &key.strategy == strategy
+                            {
+                                a.baseline_tps = Some(tps);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let mut cells = Vec::new();
+    for (key, a) in acc {
+        let mut cell = CellResult {
+            strategy: key.strategy.clone(),
+            publish_mode: key.mode.clone(),
+            scenario: scenario_name(&spec.scenario),
+            members: key.members,
+            vus: key.vus,
+            servers: server_count,
+            pool_size: key.pool,
+            concurrency_per_server: key.vus as f64 / server_count.max(1) as f64,
+            ..CellResult::default()
+        };
+        let runs = a.stats.len().max(1) as f64;
+        let elapsed_per_run = a.elapsed / runs;
+        // Throughput: requests of this strategy over the wall time of its
+        // runs (in a mixed run each strategy had the whole run).
+        cell.set_client(&a.client, a.elapsed.max(elapsed_per_run), a.dropped);
+        let stats = merge_stats(&a.stats);
+        let hold = (a.hold.count > 0.0).then_some(&a.hold);
+        cell.set_server(&stats, hold);
+        if let Some(tps) = a.baseline_tps {
+            cell.pgbench_tps = tps;
+            cell.pgbench_ratio = cell.throughput_rps / tps;
+        }
+        cells.push(cell);
+    }
+    Ok(cells)
+}
+
+/// Merges the server stats of several runs: maxima of maxima, means of
+/// rates, sums of histograms.
+fn merge_stats(all: &[ServerStats]) -> ServerStats {
+    let n = all.len().max(1) as f64;
+    let mut out = ServerStats::default();
+    for s in all {
+        out.used_max = out.used_max.max(s.used_max);
+        out.pending_max = out.pending_max.max(s.pending_max);
+        out.rss_max_mib = out.rss_max_mib.max(s.rss_max_mib);
+        out.used_mean += s.used_mean / n;
+        out.rows_per_s += s.rows_per_s / n;
+        out.inserts_per_s += s.inserts_per_s / n;
+        out.cpu_percent += s.cpu_percent / n;
+        out.timeouts += s.timeouts;
+        out.use_time = out.use_time.add(&s.use_time);
+        out.wait_time = out.wait_time.add(&s.wait_time);
+        out.samples += s.samples;
+    }
+    out
+}
+
+/// A one-stage closed model.
+pub fn closed(vus: usize, duration: Duration, think_time: Duration) -> Model {
+    Model::Closed {
+        stages: vec![Stage {
+            vus: vus.max(1),
+            duration,
+        }],
+        think_time,
+    }
+}
+
+/// Override headers for each strategy (or one empty set).
+pub fn variants_for(strategies: &[String], mode: Option<String>) -> Vec<Overrides> {
+    if strategies.is_empty() {
+        return vec![Overrides {
+            strategy: None,
+            publish_mode: mode,
+        }];
+    }
+    strategies
+        .iter()
+        .map(|s| Overrides {
+            strategy: (s != "-").then(|| s.clone()),
+            publish_mode: mode.clone(),
+        })
+        .collect()
+}
+
+/// The scenario's name in tables.
+pub fn scenario_name(s: &Scenario) -> String {
+    match s {
+        Scenario::CreateChat => "create-chat".into(),
+        Scenario::SendMessage => "send-message".into(),
+        Scenario::ReadMessages => "read-messages".into(),
+        Scenario::Mix { weights } => format!("mix:{}:{}:{}", weights[0], weights[1], weights[2]),
+        Scenario::Get { path } => format!("get:{path}"),
+    }
+}

@@ -1,0 +1,331 @@
+//! One row per experiment cell, and the files a run leaves behind:
+//! `results.csv`, `results.md`, and the charts.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::runner::VariantOutcome;
+use crate::sampler::ServerStats;
+use crate::thresholds::Figures;
+
+/// One cell of an experiment: what was asked and what it got.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CellResult {
+    /// Insert strategy (`-` when the server's default was used).
+    pub strategy: String,
+    /// Publish mode (`-` when the server's default was used).
+    pub publish_mode: String,
+    /// Scenario name.
+    pub scenario: String,
+    /// Members per created chat.
+    pub members: usize,
+    /// Virtual users (or the open model's in-flight cap).
+    pub vus: usize,
+    /// Servers the load was spread over.
+    pub servers: usize,
+    /// Pool size of each server (0: unknown, external servers).
+    pub pool_size: u32,
+    /// Concurrent requests per server (VUs / servers).
+    pub concurrency_per_server: f64,
+    /// Completed requests per second.
+    pub throughput_rps: f64,
+    /// Median latency, ms.
+    pub p50_ms: f64,
+    /// p95 latency, ms.
+    pub p95_ms: f64,
+    /// p99 latency, ms.
+    pub p99_ms: f64,
+    /// Slowest request, ms.
+    pub max_ms: f64,
+    /// Requests completed.
+    pub requests: u64,
+    /// Failed requests.
+    pub errors: u64,
+    /// Failed requests by status, e.g. `503:12 0:1`.
+    pub errors_by_status: String,
+    /// Open-model arrivals dropped at the in-flight cap.
+    pub dropped: u64,
+    /// Peak used connections on one server.
+    pub used_max: f64,
+    /// Mean used connections per server.
+    pub used_mean: f64,
+    /// Peak pending requests on one server.
+    pub pending_max: f64,
+    /// Connection use time: mean, p95 and max (bucket bound), ms.
+    pub use_time_mean_ms: f64,
+    /// p95 connection use time, ms.
+    pub use_time_p95_ms: f64,
+    /// Max connection use time (bucket bound), ms.
+    pub use_time_max_ms: f64,
+    /// p95 wait for a connection, ms.
+    pub wait_time_p95_ms: f64,
+    /// Checkouts that timed out.
+    pub pool_timeouts: f64,
+    /// Rows inserted by createChat per second.
+    pub rows_per_s: f64,
+    /// INSERT statements of createChat per second.
+    pub inserts_per_s: f64,
+    /// Highest server RSS, MiB.
+    pub rss_max_mb: f64,
+    /// Server CPU, percent of one core (all servers).
+    pub cpu_percent: f64,
+    /// pgbench's transactions per second for the same SQL (0: not run).
+    pub pgbench_tps: f64,
+    /// throughput_rps / pgbench_tps.
+    pub pgbench_ratio: f64,
+}
+
+impl CellResult {
+    /// Fills the client-side figures from a run's outcome.
+    pub fn set_client(&mut self, v: &VariantOutcome, elapsed_secs: f64, dropped: u64) {
+        self.requests = v.requests();
+        self.errors = v.error_count();
+        self.errors_by_status = v
+            .errors
+            .iter()
+            .map(|(s, n)| format!("{s}:{n}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        self.throughput_rps = v.requests() as f64 / elapsed_secs.max(1e-9);
+        self.p50_ms = v.latencies.quantile_ms(0.5);
+        self.p95_ms = v.latencies.quantile_ms(0.95);
+        self.p99_ms = v.latencies.quantile_ms(0.99);
+        self.max_ms = v.latencies.max_ms();
+        self.dropped = dropped;
+    }
+
+    /// Fills the server-side figures.
+    pub fn set_server(
+        &mut self,
+        s: &ServerStats,
+        strategy_hold: Option<&crate::prom::HistogramSnapshot>,
+    ) {
+        self.used_max = s.used_max;
+        self.used_mean = s.used_mean;
+        self.pending_max = s.pending_max;
+        let use_time = strategy_hold.unwrap_or(&s.use_time);
+        self.use_time_mean_ms = use_time.mean() * 1000.0;
+        self.use_time_p95_ms = use_time.quantile(0.95) * 1000.0;
+        self.use_time_max_ms = use_time.max_bound() * 1000.0;
+        self.wait_time_p95_ms = s.wait_time.quantile(0.95) * 1000.0;
+        self.pool_timeouts = s.timeouts;
+        self.rows_per_s = s.rows_per_s;
+        self.inserts_per_s = s.inserts_per_s;
+        self.rss_max_mb = s.rss_max_mib;
+        self.cpu_percent = s.cpu_percent;
+    }
+
+    /// The figures thresholds check.
+    pub fn figures(&self) -> Figures {
+        Figures {
+            p50_ms: self.p50_ms,
+            p95_ms: self.p95_ms,
+            p99_ms: self.p99_ms,
+            max_ms: self.max_ms,
+            error_rate: if self.requests > 0 {
+                self.errors as f64 / self.requests as f64
+            } else {
+                0.0
+            },
+            rps: self.throughput_rps,
+        }
+    }
+}
+
+/// The CSV file: a header and one row per cell.
+pub fn to_csv(cells: &[CellResult]) -> String {
+    let mut out = String::new();
+    let header = [
+        "strategy",
+        "publish_mode",
+        "scenario",
+        "members",
+        "vus",
+        "servers",
+        "pool_size",
+        "concurrency_per_server",
+        "throughput_rps",
+        "p50_ms",
+        "p95_ms",
+        "p99_ms",
+        "max_ms",
+        "requests",
+        "errors",
+        "errors_by_status",
+        "dropped",
+        "used_max",
+        "used_mean",
+        "pending_max",
+        "use_time_mean_ms",
+        "use_time_p95_ms",
+        "use_time_max_ms",
+        "wait_time_p95_ms",
+        "pool_timeouts",
+        "rows_per_s",
+        "inserts_per_s",
+        "rss_max_mb",
+        "cpu_percent",
+        "pgbench_tps",
+        "pgbench_ratio",
+    ];
+    out.push_str(&header.join(","));
+    out.push('\n');
+    for c in cells {
+        let _ = writeln!(
+            out,
+            "{},{},{},{},{},{},{},{:.2},{:.1},{:.2},{:.2},{:.2},{:.2},{},{},{},{},{},{:.2},{},{:.3},{:.3},{:.3},{:.3},{},{:.1},{:.1},{:.1},{:.1},{:.1},{:.3}",
+            c.strategy,
+            c.publish_mode,
+            c.scenario,
+            c.members,
+            c.vus,
+            c.servers,
+            c.pool_size,
+            c.concurrency_per_server,
+            c.throughput_rps,
+            c.p50_ms,
+            c.p95_ms,
+            c.p99_ms,
+            c.max_ms,
+            c.requests,
+            c.errors,
+            c.errors_by_status,
+            c.dropped,
+            c.used_max,
+            c.used_mean,
+            c.pending_max,
+            c.use_time_mean_ms,
+            c.use_time_p95_ms,
+            c.use_time_max_ms,
+            c.wait_time_p95_ms,
+            c.pool_timeouts,
+            c.rows_per_s,
+            c.inserts_per_s,
+            c.rss_max_mb,
+            c.cpu_percent,
+            c.pgbench_tps,
+            c.pgbench_ratio
+        );
+    }
+    out
+}
+
+/// The Markdown table, with the seed 001 write-up's columns first.
+pub fn to_markdown(cells: &[CellResult]) -> String {
+    let with_baseline = cells.iter().any(|c| c.pgbench_tps > 0.0);
+    let mut out = String::from(
+        "| strategy | mode | members | VUs | req/server | active (max) | pending (max) | throughput (req/s) | p95 ms | median ms | p99 ms | use time mean / p95 ms | INSERTs/s | rows/s | errors | RSS MiB | CPU % |",
+    );
+    if with_baseline {
+        out.push_str(" pgbench tps | ratio |");
+    }
+    out.push('\n');
+    out.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    if with_baseline {
+        out.push_str("---|---|");
+    }
+    out.push('\n');
+    for c in cells {
+        let _ = write!(
+            out,
+            "| {} | {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} | {:.1} | {:.1} | {:.2} / {:.2} | {:.0} | {:.0} | {} | {:.1} | {:.0} |",
+            c.strategy,
+            c.publish_mode,
+            c.members,
+            c.vus,
+            c.concurrency_per_server,
+            c.used_max,
+            c.pending_max,
+            c.throughput_rps,
+            c.p95_ms,
+            c.p50_ms,
+            c.p99_ms,
+            c.use_time_mean_ms,
+            c.use_time_p95_ms,
+            c.inserts_per_s,
+            c.rows_per_s,
+            c.errors,
+            c.rss_max_mb,
+            c.cpu_percent
+        );
+        if with_baseline {
+            if c.pgbench_tps > 0.0 {
+                let _ = write!(
+                    out,
+                    " {:.0} | {:.0}% |",
+                    c.pgbench_tps,
+                    100.0 * c.pgbench_ratio
+                );
+            } else {
+                out.push_str(" | |");
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Writes `results.csv` and `results.md` (with `notes` above the table).
+pub fn write(dir: &Path, cells: &[CellResult], notes: &str) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(dir.join("results.csv"), to_csv(cells))?;
+    std::fs::write(
+        dir.join("results.md"),
+        format!("{notes}\n{}", to_markdown(cells)),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell(strategy: &str, rps: f64) -> CellResult {
+        CellResult {
+            strategy: strategy.into(),
+            members: 50,
+            vus: 30,
+            throughput_rps: rps,
+            ..CellResult::default()
+        }
+    }
+
+    #[test]
+    fn csv_has_the_promised_columns_and_one_row_per_cell() {
+        let csv = to_csv(&[cell("batch", 100.0), cell("per_row", 40.0)]);
+        let mut lines = csv.lines();
+        let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+        for col in [
+            "strategy",
+            "members",
+            "vus",
+            "throughput_rps",
+            "p50_ms",
+            "p95_ms",
+            "p99_ms",
+            "errors",
+            "used_max",
+            "pending_max",
+            "use_time_p95_ms",
+            "rows_per_s",
+            "rss_max_mb",
+        ] {
+            assert!(header.contains(&col), "{col}");
+        }
+        let rows: Vec<&str> = lines.collect();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].split(',').count(), header.len());
+        assert!(rows[1].starts_with("per_row,"));
+    }
+
+    #[test]
+    fn markdown_adds_baseline_columns_only_when_measured() {
+        assert!(!to_markdown(&[cell("batch", 1.0)]).contains("pgbench"));
+        let mut c = cell("batch", 900.0);
+        c.pgbench_tps = 1000.0;
+        c.pgbench_ratio = 0.9;
+        let md = to_markdown(&[c]);
+        assert!(md.contains("pgbench") && md.contains("| 1000 | 90% |"));
+    }
+}

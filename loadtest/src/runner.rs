@@ -1,0 +1,350 @@
+//! The load engines: a closed model (a fixed number of virtual users, each
+//! waiting for its answer, optionally thinking between requests, with
+//! staged ramps) and an open model (a constant arrival rate with a cap on
+//! requests in flight, latency counted from the intended send time).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
+use tokio::sync::mpsc;
+
+use crate::latency::Latencies;
+use crate::scenario::{Overrides, Rng, Workload, send};
+use crate::schedule::{ArrivalSchedule, Stage, total_duration, vus_at};
+
+/// Which load model.
+#[derive(Debug, Clone)]
+pub enum Model {
+    /// Constant VUs per stage (one stage = k6 `constant-vus`).
+    Closed {
+        /// The stages.
+        stages: Vec<Stage>,
+        /// Pause between a VU's requests.
+        think_time: Duration,
+    },
+    /// Constant arrival rate (k6 `constant-arrival-rate`).
+    Open {
+        /// Requests per second.
+        rate: f64,
+        /// How long.
+        duration: Duration,
+        /// Most requests in flight; arrivals beyond it are dropped and counted.
+        max_in_flight: usize,
+    },
+}
+
+impl Model {
+    /// How long the run lasts.
+    pub fn duration(&self) -> Duration {
+        match self {
+            Self::Closed { stages, .. } => total_duration(stages),
+            Self::Open { duration, .. } => *duration,
+        }
+    }
+
+    /// Peak concurrency: the most VUs, or the in-flight cap.
+    pub fn peak_concurrency(&self) -> usize {
+        match self {
+            Self::Closed { stages, .. } => stages.iter().map(|s| s.vus).max().unwrap_or(0),
+            Self::Open { max_in_flight, .. } => *max_in_flight,
+        }
+    }
+}
+
+/// What one variant (a strategy or mode sent in the override headers) got.
+#[derive(Debug, Clone, Default)]
+pub struct VariantOutcome {
+    /// Client-side latencies of completed requests (errors included).
+    pub latencies: Latencies,
+    /// Requests that failed, by status (0: transport error or timeout).
+    pub errors: BTreeMap<u16, u64>,
+}
+
+impl VariantOutcome {
+    /// Requests completed.
+    pub fn requests(&self) -> u64 {
+        self.latencies.count()
+    }
+
+    /// Failed requests.
+    pub fn error_count(&self) -> u64 {
+        self.errors.values().sum()
+    }
+}
+
+/// What a run got.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    /// One entry per variant, in the order given.
+    pub variants: Vec<VariantOutcome>,
+    /// Arrivals the open model dropped because too many were in flight.
+    pub dropped: u64,
+    /// Wall time of the run.
+    pub elapsed: Duration,
+}
+
+impl RunOutcome {
+    /// All variants together.
+    pub fn total(&self) -> VariantOutcome {
+        let mut total = VariantOutcome::default();
+        for v in &self.variants {
+            total.latencies.merge(&v.latencies);
+            for (status, n) in &v.errors {
+                *total.errors.entry(*status).or_default() += n;
+            }
+        }
+        total
+    }
+}
+
+struct Completed {
+    variant: usize,
+    micros: u64,
+    status: u16,
+}
+
+/// Runs the load: requests go to `targets` round robin, with `variants`
+/// rotated request by request.
+pub async fn run(
+    client: reqwest::Client,
+    targets: Vec<String>,
+    work: Arc<Workload>,
+    variants: Vec<Overrides>,
+    model: Model,
+    label: &str,
+) -> RunOutcome {
+    let variants = Arc::new(if variants.is_empty() {
+        vec![Overrides::default()]
+    } else {
+        variants
+    });
+    let targets = Arc::new(targets);
+    let (tx, rx) = mpsc::unbounded_channel::<Completed>();
+    let counter = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let collector = tokio::spawn(collect(
+        rx,
+        variants.len(),
+        model.duration(),
+        label.to_owned(),
+    ));
+    let dropped = match &model {
+        Model::Closed { stages, think_time } => {
+            let peak = model.peak_concurrency();
+            let stop = Arc::new(AtomicBool::new(false));
+            let mut vus = Vec::with_capacity(peak);
+            for index in 0..peak {
+                let (client, targets, work, variants, tx, counter, stop, stages) = (
+                    client.clone(),
+                    targets.clone(),
+                    work.clone(),
+                    variants.clone(),
+                    tx.clone(),
+                    counter.clone(),
+                    stop.clone(),
+                    stages.clone(),
+                );
+                let think = *think_time;
+                vus.push(tokio::spawn(async move {
+                    let mut rng = Rng::new(0x5EED ^ ((index as u64 + 1) << 17));
+                    loop {
+                        let elapsed = started.elapsed();
+                        let wanted = vus_at(&stages, elapsed);
+                        if wanted == 0 || stop.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        if index >= wanted {
+                            // Not in this stage: wait for the ramp to reach us.
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                            continue;
+                        }
+                        let n = counter.fetch_add(1, Ordering::Relaxed) as usize;
+                        let variant = n % variants.len();
+                        let target = &targets[n % targets.len()];
+                        let op = work.scenario.pick(rng.next_u64());
+                        let sent = Instant::now();
+                        let status =
+                            send(&client, target, op, &work, &variants[variant], &mut rng).await;
+                        let _ = tx.send(Completed {
+                            variant,
+                            micros: sent.elapsed().as_micros() as u64,
+                            status,
+                        });
+                        if !think.is_zero() {
+                            tokio::time::sleep(think).await;
+                        }
+                    }
+                }));
+            }
+            for vu in vus {
+                let _ = vu.await;
+            }
+            stop.store(true, Ordering::Relaxed);
+            0
+        }
+        Model::Open {
+            rate,
+            duration,
+            max_in_flight,
+        } => {
+            // The CLI checked the rate; an invalid one sends nothing.
+            let schedule = ArrivalSchedule::new(*rate, *duration).ok();
+            let in_flight = Arc::new(AtomicUsize::new(0));
+            let mut dropped = 0u64;
+            let mut tasks = Vec::new();
+            let mut rng = Rng::new(0x0FE7);
+            let mut i = 0u64;
+            while let Some(due) = schedule.as_ref().and_then(|s| s.due(i)) {
+                i += 1;
+                let intended = started + due;
+                tokio::time::sleep_until(intended.into()).await;
+                if in_flight.load(Ordering::Relaxed) >= *max_in_flight {
+                    dropped += 1;
+                    continue;
+                }
+                in_flight.fetch_add(1, Ordering::Relaxed);
+                let n = counter.fetch_add(1, Ordering::Relaxed) as usize;
+                let (client, targets, work, variants, tx, in_flight) = (
+                    client.clone(),
+                    targets.clone(),
+                    work.clone(),
+                    variants.clone(),
+                    tx.clone(),
+                    in_flight.clone(),
+                );
+                let mut task_rng = Rng::new(rng.next_u64());
+                tasks.push(tokio::spawn(async move {
+                    let variant = n % variants.len();
+                    let target = &targets[n % targets.len()];
+                    let op = work.scenario.pick(task_rng.next_u64());
+                    let status = send(
+                        &client,
+                        target,
+                        op,
+                        &work,
+                        &variants[variant],
+                        &mut task_rng,
+                    )
+                    .await;
+                    // From the intended send time: queueing in the client
+                    // or the server counts against the server.
+                    let _ = tx.send(Completed {
+                        variant,
+                        micros: intended.elapsed().as_micros() as u64,
+                        status,
+                    });
+                    in_flight.fetch_sub(1, Ordering::Relaxed);
+                }));
+            }
+            for t in tasks {
+                let _ = t.await;
+            }
+            dropped
+        }
+    };
+    drop(tx);
+    let variants = collector.await.unwrap_or_default();
+    RunOutcome {
+        variants,
+        dropped,
+        elapsed: started.elapsed(),
+    }
+}
+
+/// Gathers completions, and shows live progress: rate and p95 of the last
+/// second.
+async fn collect(
+    mut rx: mpsc::UnboundedReceiver<Completed>,
+    variants: usize,
+    duration: Duration,
+    label: String,
+) -> Vec<VariantOutcome> {
+    let mut out = vec![VariantOutcome::default(); variants];
+    let bar = ProgressBar::new(duration.as_millis() as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{prefix} [{bar:30}] {elapsed}/{duration} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    bar.set_prefix(label);
+    let started = Instant::now();
+    let mut window = Latencies::new();
+    let mut window_start = Instant::now();
+    let mut window_errors = 0u64;
+    while let Some(c) = rx.recv().await {
+        let v = &mut out[c.variant];
+        v.latencies.record_micros(c.micros);
+        window.record_micros(c.micros);
+        if !(200..400).contains(&c.status) {
+            *v.errors.entry(c.status).or_default() += 1;
+            window_errors += 1;
+        }
+        if window_start.elapsed() >= Duration::from_secs(1) {
+            let secs = window_start.elapsed().as_secs_f64();
+            bar.set_position(started.elapsed().as_millis() as u64);
+            bar.set_message(format!(
+                "{:.0} req/s  p95 {:.1} ms  errors {}",
+                window.count() as f64 / secs,
+                window.quantile_ms(0.95),
+                window_errors
+            ));
+            window.reset();
+            window_errors = 0;
+            window_start = Instant::now();
+        }
+    }
+    bar.finish_and_clear();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn totals_merge_variants() {
+        let mut a = VariantOutcome::default();
+        a.latencies.record_micros(1000);
+        a.errors.insert(503, 2);
+        let mut b = VariantOutcome::default();
+        b.latencies.record_micros(3000);
+        b.errors.insert(503, 1);
+        let run = RunOutcome {
+            variants: vec![a, b],
+            dropped: 0,
+            elapsed: Duration::from_secs(1),
+        };
+        let total = run.total();
+        assert_eq!(total.requests(), 2);
+        assert_eq!(total.errors[&503], 3);
+        assert_eq!(total.error_count(), 3);
+    }
+
+    #[test]
+    fn model_durations_and_peaks() {
+        let closed = Model::Closed {
+            stages: vec![
+                Stage {
+                    vus: 5,
+                    duration: Duration::from_secs(2),
+                },
+                Stage {
+                    vus: 9,
+                    duration: Duration::from_secs(3),
+                },
+            ],
+            think_time: Duration::ZERO,
+        };
+        assert_eq!(closed.duration(), Duration::from_secs(5));
+        assert_eq!(closed.peak_concurrency(), 9);
+        let open = Model::Open {
+            rate: 10.0,
+            duration: Duration::from_secs(4),
+            max_in_flight: 3,
+        };
+        assert_eq!(open.peak_concurrency(), 3);
+    }
+}

@@ -1,0 +1,202 @@
+//! Watching the servers while a run goes: `/metrics` every interval
+//! (default 250 ms) for the pool's gauges, first and last scrapes for the
+//! run's histograms and counters, and `/proc` for RSS and CPU.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::procstat;
+use crate::prom::{Exposition, HistogramSnapshot};
+
+/// What the servers did during a run, summed or maximised over servers.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ServerStats {
+    /// Highest `used` connections seen on any one server.
+    pub used_max: f64,
+    /// Mean `used` connections per server over the samples.
+    pub used_mean: f64,
+    /// Highest pending requests seen on any one server.
+    pub pending_max: f64,
+    /// Connection use time during the run (all servers).
+    pub use_time: HistogramSnapshot,
+    /// Connection wait time during the run (all servers).
+    pub wait_time: HistogramSnapshot,
+    /// createChat connection hold time per strategy during the run.
+    pub hold_by_strategy: BTreeMap<String, HistogramSnapshot>,
+    /// Checkouts that timed out.
+    pub timeouts: f64,
+    /// Rows inserted by createChat per second (all servers).
+    pub rows_per_s: f64,
+    /// INSERT statements of createChat per second (all servers).
+    pub inserts_per_s: f64,
+    /// Highest RSS of any one server, MiB.
+    pub rss_max_mib: f64,
+    /// CPU used by all servers, percent of one core.
+    pub cpu_percent: f64,
+    /// Scrapes made.
+    pub samples: usize,
+}
+
+/// A running sampler.
+pub struct Sampler {
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<ServerStats>,
+}
+
+struct Watch {
+    url: String,
+    pid: Option<u32>,
+    first: Option<Exposition>,
+    last: Option<Exposition>,
+    cpu_start: Option<f64>,
+    cpu_end: Option<f64>,
+}
+
+impl Sampler {
+    /// Takes the first scrape of each server now, then samples every
+    /// `interval` until [`Sampler::finish`].
+    pub async fn start(
+        client: reqwest::Client,
+        urls: Vec<String>,
+        pids: Vec<Option<u32>>,
+        interval: Duration,
+    ) -> Self {
+        let mut watches: Vec<Watch> = urls
+            .into_iter()
+            .zip(pids.into_iter().chain(std::iter::repeat(None)))
+            .map(|(url, pid)| Watch {
+                pid: pid.or_else(|| port_of(&url).and_then(procstat::pid_listening_on)),
+                url,
+                first: None,
+                last: None,
+                cpu_start: None,
+                cpu_end: None,
+            })
+            .collect();
+        for w in &mut watches {
+            w.first = scrape(&client, &w.url).await;
+            w.cpu_start = w.pid.and_then(procstat::sample).map(|s| s.cpu_secs);
+        }
+        let (stop, mut stopped) = oneshot::channel();
+        let task = tokio::spawn(async move {
+            let started = Instant::now();
+            let mut stats = ServerStats::default();
+            let mut used_total = 0.0;
+            let mut used_points = 0usize;
+            let mut ticker = tokio::time::interval(interval);
+            loop {
+                tokio::select! {
+                    _ = ticker.tick() => {}
+                    _ = &mut stopped => break,
+                }
+                for w in &mut watches {
+                    if let Some(e) = scrape(&client, &w.url).await {
+                        let used = e.sum("db_client_connection_count", &[("state", "used")]);
+                        let pending = e.sum("db_client_connection_pending_requests", &[]);
+                        stats.used_max = stats.used_max.max(used);
+                        stats.pending_max = stats.pending_max.max(pending);
+                        used_total += used;
+                        used_points += 1;
+                        stats.samples += 1;
+                    }
+                    if let Some(p) = w.pid.and_then(procstat::sample) {
+                        stats.rss_max_mib = stats.rss_max_mib.max(p.rss_mib);
+                    }
+                }
+            }
+            let elapsed = started.elapsed().as_secs_f64().max(1e-9);
+            for w in &mut watches {
+                w.last = scrape(&client, &w.url).await;
+                if let Some(p) = w.pid.and_then(procstat::sample) {
+                    stats.rss_max_mib = stats.rss_max_mib.max(p.rss_mib);
+                    w.cpu_end = Some(p.cpu_secs);
+                }
+            }
+            stats.used_mean = if used_points > 0 {
+                used_total / used_points as f64
+            } else {
+                0.0
+            };
+            summarise(&mut stats, &watches, elapsed);
+            stats
+        });
+        Self { stop, task }
+    }
+
+    /// Stops sampling and returns what the servers did.
+    pub async fn finish(self) -> ServerStats {
+        let _ = self.stop.send(());
+        self.task.await.unwrap_or_default()
+    }
+}
+
+fn summarise(stats: &mut ServerStats, watches: &[Watch], elapsed: f64) {
+    let mut rows = 0.0;
+    let mut inserts = 0.0;
+    let mut cpu = 0.0;
+    for w in watches {
+        let (Some(first), Some(last)) = (&w.first, &w.last) else {
+            continue;
+        };
+        let delta = |name: &str| last.sum(name, &[]) - first.sum(name, &[]);
+        rows += delta("chatlab_create_chat_rows_inserted_total");
+        inserts += delta("chatlab_create_chat_statements_total");
+        stats.timeouts += delta("db_client_connection_timeouts_total");
+        let hist = |base: &str| last.histogram(base, &[]).since(&first.histogram(base, &[]));
+        stats.use_time = stats
+            .use_time
+            .add(&hist("db_client_connection_use_time_seconds"));
+        stats.wait_time = stats
+            .wait_time
+            .add(&hist("db_client_connection_wait_time_seconds"));
+        for s in last.matching("chatlab_create_chat_connection_hold_seconds_count", &[]) {
+            let Some(strategy) = s.labels.get("strategy") else {
+                continue;
+            };
+            let labels = [("strategy", strategy.as_str())];
+            let base = "chatlab_create_chat_connection_hold_seconds";
+            let h = last
+                .histogram(base, &labels)
+                .since(&first.histogram(base, &labels));
+            let entry = stats.hold_by_strategy.entry(strategy.clone()).or_default();
+            *entry = entry.add(&h);
+        }
+        if let (Some(a), Some(b)) = (w.cpu_start, w.cpu_end) {
+            cpu += b - a;
+        }
+    }
+    stats.rows_per_s = rows / elapsed;
+    stats.inserts_per_s = inserts / elapsed;
+    stats.cpu_percent = 100.0 * cpu / elapsed;
+}
+
+async fn scrape(client: &reqwest::Client, url: &str) -> Option<Exposition> {
+    let resp = client
+        .get(format!("{url}/metrics"))
+        .timeout(Duration::from_secs(2))
+        .send()
+        .await
+        .ok()?;
+    let text = resp.text().await.ok()?;
+    Some(Exposition::parse(&text))
+}
+
+fn port_of(url: &str) -> Option<u16> {
+    let host = url.split("://").nth(1)?.split('/').next()?;
+    host.rsplit(':').next()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ports_from_urls() {
+        assert_eq!(port_of("http://127.0.0.1:8080"), Some(8080));
+        assert_eq!(port_of("http://127.0.0.1:9/x"), Some(9));
+        assert_eq!(port_of("nonsense"), None);
+    }
+}

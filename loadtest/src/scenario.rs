@@ -1,0 +1,375 @@
+//! What the virtual users do: the scenarios, the data they need seeded, and
+//! one request of each.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+/// A scenario.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scenario {
+    /// `POST /v1/chats` with `members` members.
+    CreateChat,
+    /// `POST /v1/chats/{id}/messages` into seeded chats.
+    SendMessage,
+    /// `GET /v1/chats/{id}/messages?limit=20` of seeded chats.
+    ReadMessages,
+    /// A weighted mix of the three (`create:send:read`).
+    Mix {
+        /// Weights of create, send, read.
+        weights: [u32; 3],
+    },
+    /// `GET` of a fixed path (the harness cross-check against wrk).
+    Get {
+        /// The path, e.g. `/healthz`.
+        path: String,
+    },
+}
+
+impl FromStr for Scenario {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let s = s.trim();
+        if let Some(w) = s.strip_prefix("mix") {
+            let w = w.trim_start_matches(':');
+            let weights: Vec<u32> = if w.is_empty() {
+                vec![1, 3, 6]
+            } else {
+                w.split(':')
+                    .map(|x| x.parse().map_err(|_| format!("bad mix weight {x:?}")))
+                    .collect::<Result<_, _>>()?
+            };
+            let [c, m, r] = weights[..] else {
+                return Err("mix takes three weights, create:send:read (e.g. mix:1:3:6)".into());
+            };
+            if c + m + r == 0 {
+                return Err("mix weights are all zero".into());
+            }
+            return Ok(Self::Mix { weights: [c, m, r] });
+        }
+        if let Some(path) = s.strip_prefix("get:") {
+            return Ok(Self::Get {
+                path: path.to_owned(),
+            });
+        }
+        match s {
+            "create-chat" | "create_chat" => Ok(Self::CreateChat),
+            "send-message" | "send_message" => Ok(Self::SendMessage),
+            "read-messages" | "read_messages" => Ok(Self::ReadMessages),
+            other => Err(format!(
+                "unknown scenario {other:?}: create-chat, send-message, read-messages, mix[:C:S:R], get:/path"
+            )),
+        }
+    }
+}
+
+/// One operation a virtual user performs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// createChat.
+    Create,
+    /// send a message.
+    Send,
+    /// read messages.
+    Read,
+    /// the fixed GET.
+    Get,
+}
+
+impl Scenario {
+    /// Whether the scenario needs seeded chats.
+    pub fn needs_chats(&self) -> bool {
+        matches!(
+            self,
+            Self::SendMessage | Self::ReadMessages | Self::Mix { .. }
+        )
+    }
+
+    /// The next operation, from a uniform random number.
+    pub fn pick(&self, r: u64) -> Op {
+        match self {
+            Self::CreateChat => Op::Create,
+            Self::SendMessage => Op::Send,
+            Self::ReadMessages => Op::Read,
+            Self::Get { .. } => Op::Get,
+            Self::Mix { weights } => {
+                let total = u64::from(weights.iter().sum::<u32>());
+                let x = r % total.max(1);
+                if x < u64::from(weights[0]) {
+                    Op::Create
+                } else if x < u64::from(weights[0] + weights[1]) {
+                    Op::Send
+                } else {
+                    Op::Read
+                }
+            }
+        }
+    }
+}
+
+/// A small fast PRNG (xorshift64*), one per virtual user: request choice
+/// needs no cryptographic quality, only speed and independence.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// Seeded; a zero seed is replaced.
+    pub fn new(seed: u64) -> Self {
+        Self(if seed == 0 {
+            0x9E37_79B9_7F4A_7C15
+        } else {
+            seed
+        })
+    }
+
+    /// The next number.
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Uniform in `0..n` (0 when `n` is 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        if n == 0 {
+            0
+        } else {
+            (self.next_u64() % n as u64) as usize
+        }
+    }
+}
+
+/// Seeded data the scenarios draw from.
+#[derive(Debug, Clone, Default)]
+pub struct Seeded {
+    /// User ids.
+    pub users: Vec<Uuid>,
+    /// Chats for send/read, with their members.
+    pub chats: Vec<(Uuid, Vec<Uuid>)>,
+}
+
+/// How much to seed and how big a chat is.
+#[derive(Debug, Clone, Copy)]
+pub struct SeedSpec {
+    /// Members per created chat, creator included.
+    pub members: usize,
+    /// Users to seed (at least `members`).
+    pub users: usize,
+    /// Chats to seed for send/read scenarios.
+    pub chats: usize,
+}
+
+/// Seeds users through `POST /v1/users/bulk` and, when needed, chats.
+pub async fn seed(
+    client: &reqwest::Client,
+    base: &str,
+    spec: SeedSpec,
+    scenario: &Scenario,
+) -> Result<Seeded, String> {
+    let mut seeded = Seeded::default();
+    let wanted = spec.users.max(spec.members).max(2);
+    while seeded.users.len() < wanted {
+        let count = (wanted - seeded.users.len()).min(50_000);
+        let resp = client
+            .post(format!("{base}/v1/users/bulk"))
+            .json(&json!({ "count": count, "name_prefix": "load-" }))
+            .timeout(Duration::from_secs(120))
+            .send()
+            .await
+            .map_err(|e| format!("seeding users at {base}: {e}"))?;
+        let status = resp.status();
+        let body: Value = resp
+            .json()
+            .await
+            .map_err(|e| format!("seeding users: bad answer: {e}"))?;
+        if !status.is_success() {
+            return Err(format!("seeding users: {status}: {body}"));
+        }
+        seeded.users.extend(
+            body["ids"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.as_str()?.parse::<Uuid>().ok()),
+        );
+    }
+    if scenario.needs_chats() {
+        let mut rng = Rng::new(0xC4A7);
+        for i in 0..spec.chats.max(1) {
+            let members = pick_members(&seeded.users, 10.min(seeded.users.len()), &mut rng);
+            let resp = client
+                .post(format!("{base}/v1/chats"))
+                .json(&json!({
+                    "name": format!("load seed {i}"),
+                    "creator_id": members[0],
+                    "member_ids": &members[1..],
+                }))
+                .send()
+                .await
+                .map_err(|e| format!("seeding chats: {e}"))?;
+            if !resp.status().is_success() {
+                return Err(format!("seeding chats: {}", resp.status()));
+            }
+            let body: Value = resp.json().await.map_err(|e| e.to_string())?;
+            let id = body["id"]
+                .as_str()
+                .and_then(|s| s.parse().ok())
+                .ok_or("seeding chats: no id in the answer")?;
+            seeded.chats.push((id, members));
+        }
+    }
+    Ok(seeded)
+}
+
+/// `n` distinct users: a random window of the pool (wrapping).
+pub fn pick_members(users: &[Uuid], n: usize, rng: &mut Rng) -> Vec<Uuid> {
+    let n = n.min(users.len());
+    let start = rng.below(users.len());
+    (0..n).map(|i| users[(start + i) % users.len()]).collect()
+}
+
+/// Per-request header overrides.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    /// `X-Chatlab-Insert-Strategy`.
+    pub strategy: Option<String>,
+    /// `X-Chatlab-Publish-Mode`.
+    pub publish_mode: Option<String>,
+}
+
+/// Everything a virtual user needs to build requests.
+#[derive(Debug, Clone)]
+pub struct Workload {
+    /// The scenario.
+    pub scenario: Scenario,
+    /// Seeded users and chats.
+    pub seeded: Seeded,
+    /// Members per created chat.
+    pub members: usize,
+}
+
+/// Sends one operation; answers the HTTP status (0 for a transport error
+/// or timeout).
+pub async fn send(
+    client: &reqwest::Client,
+    base: &str,
+    op: Op,
+    work: &Workload,
+    overrides: &Overrides,
+    rng: &mut Rng,
+) -> u16 {
+    let (scenario, seeded, members) = (&work.scenario, &work.seeded, work.members);
+    let request = match op {
+        Op::Create => {
+            let m = pick_members(&seeded.users, members, rng);
+            client.post(format!("{base}/v1/chats")).json(&json!({
+                "name": "load",
+                "creator_id": m[0],
+                "member_ids": &m[1..],
+            }))
+        }
+        Op::Send => {
+            let Some((chat, chat_members)) = seeded.chats.get(rng.below(seeded.chats.len())) else {
+                return 0;
+            };
+            let sender = chat_members[rng.below(chat_members.len())];
+            client
+                .post(format!("{base}/v1/chats/{chat}/messages"))
+                .json(&json!({ "sender_id": sender, "body": "hello from chatlab-load" }))
+        }
+        Op::Read => {
+            let Some((chat, _)) = seeded.chats.get(rng.below(seeded.chats.len())) else {
+                return 0;
+            };
+            client.get(format!("{base}/v1/chats/{chat}/messages?limit=20"))
+        }
+        Op::Get => {
+            let path = match scenario {
+                Scenario::Get { path } => path.as_str(),
+                _ => "/healthz",
+            };
+            client.get(format!("{base}{path}"))
+        }
+    };
+    let mut request = request;
+    if matches!(op, Op::Create | Op::Send) {
+        if let Some(s) = &overrides.strategy {
+            request = request.header("x-chatlab-insert-strategy", s);
+        }
+        if let Some(m) = &overrides.publish_mode {
+            request = request.header("x-chatlab-publish-mode", m);
+        }
+    }
+    match request.send().await {
+        Ok(resp) => {
+            let status = resp.status().as_u16();
+            // Read the body so the connection goes back to the pool.
+            let _ = resp.bytes().await;
+            status
+        }
+        Err(_) => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scenarios_parse() {
+        assert_eq!("create-chat".parse::<Scenario>(), Ok(Scenario::CreateChat));
+        assert_eq!(
+            "mix".parse::<Scenario>(),
+            Ok(Scenario::Mix { weights: [1, 3, 6] })
+        );
+        assert_eq!(
+            "mix:2:0:1".parse::<Scenario>(),
+            Ok(Scenario::Mix { weights: [2, 0, 1] })
+        );
+        assert!("mix:1:2".parse::<Scenario>().is_err());
+        assert!("mix:0:0:0".parse::<Scenario>().is_err());
+        assert!("delete".parse::<Scenario>().is_err());
+        assert_eq!(
+            "get:/healthz".parse::<Scenario>(),
+            Ok(Scenario::Get {
+                path: "/healthz".into()
+            })
+        );
+    }
+
+    #[test]
+    fn mix_follows_its_weights() {
+        let s = Scenario::Mix { weights: [1, 3, 6] };
+        let mut rng = Rng::new(7);
+        let mut counts = [0usize; 3];
+        for _ in 0..100_000 {
+            match s.pick(rng.next_u64()) {
+                Op::Create => counts[0] += 1,
+                Op::Send => counts[1] += 1,
+                Op::Read => counts[2] += 1,
+                Op::Get => unreachable!(),
+            }
+        }
+        assert!((counts[0] as f64 / 100_000.0 - 0.1).abs() < 0.01);
+        assert!((counts[1] as f64 / 100_000.0 - 0.3).abs() < 0.01);
+        assert!((counts[2] as f64 / 100_000.0 - 0.6).abs() < 0.01);
+    }
+
+    #[test]
+    fn member_windows_are_distinct_users() {
+        let users: Vec<Uuid> = (0..10).map(|_| Uuid::now_v7()).collect();
+        let mut rng = Rng::new(3);
+        for _ in 0..100 {
+            let m = pick_members(&users, 7, &mut rng);
+            let unique: std::collections::HashSet<_> = m.iter().collect();
+            assert_eq!(unique.len(), 7);
+        }
+        assert_eq!(pick_members(&users, 50, &mut rng).len(), 10);
+    }
+}
