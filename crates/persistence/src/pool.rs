@@ -10,6 +10,7 @@ use diesel_async::AsyncPgConnection;
 use diesel_async::pooled_connection::AsyncDieselConnectionManager;
 use diesel_async::pooled_connection::bb8::{Pool, PooledConnection};
 use secrecy::ExposeSecret;
+use tokio::sync::{Semaphore, SemaphorePermit};
 
 use crate::config::DbConfig;
 use crate::errors::PersistenceError;
@@ -17,9 +18,18 @@ use crate::pool_metrics::{PoolMetrics, secs};
 use crate::session_settings::manager_config;
 
 /// A pool of PostgreSQL connections with metrics on every checkout.
+///
+/// Checkouts queue first-come first-served on a fair semaphore with one
+/// permit per connection, and only then ask bb8. bb8 alone does not queue
+/// fairly: a caller arriving just as a connection comes back can take it
+/// ahead of callers already waiting, which under saturation stretches the
+/// tail of the wait far beyond its mean. With the semaphore, the wait of a
+/// saturated pool is close to "the queue ahead of me", for everyone.
 #[derive(Clone)]
 pub struct DbPool {
     pool: Pool<AsyncPgConnection>,
+    queue: Arc<Semaphore>,
+    acquire_timeout: std::time::Duration,
     metrics: Arc<PoolMetrics>,
 }
 
@@ -49,7 +59,12 @@ impl DbPool {
             .test_on_check_out(true)
             .build_unchecked(manager);
         metrics.max.set(i64::from(config.pool_max_size.max(1)));
-        Self { pool, metrics }
+        Self {
+            pool,
+            queue: Arc::new(Semaphore::new(config.pool_max_size.max(1) as usize)),
+            acquire_timeout: config.acquire_timeout,
+            metrics,
+        }
     }
 
     /// Checks a connection out, counting the caller as pending while it
@@ -58,12 +73,18 @@ impl DbPool {
     pub async fn checkout(&self) -> Result<CheckedOut<'_>, PersistenceError> {
         let waiting = self.metrics.enter_pending();
         let started = Instant::now();
-        let result = self.pool.get().await;
+        let turn = tokio::time::timeout(self.acquire_timeout, self.queue.acquire()).await;
+        let result = match turn {
+            Ok(Ok(permit)) => self.pool.get().await.map(|conn| (conn, permit)),
+            // Timed out in the queue (the semaphore is never closed).
+            Ok(Err(_)) | Err(_) => Err(RunError::TimedOut),
+        };
         drop(waiting);
         self.metrics.wait_time.observe(secs(started.elapsed()));
         match result {
-            Ok(conn) => Ok(CheckedOut {
+            Ok((conn, permit)) => Ok(CheckedOut {
                 conn,
+                _permit: permit,
                 since: Instant::now(),
                 metrics: &self.metrics,
             }),
@@ -101,7 +122,10 @@ impl DbPool {
 /// A checked-out connection. Dereferences to the connection; records the
 /// connection's use time when dropped.
 pub struct CheckedOut<'a> {
+    // Fields drop in order: the connection goes back to bb8 before the
+    // permit lets the next caller in the queue ask for one.
     conn: PooledConnection<'a, AsyncPgConnection>,
+    _permit: SemaphorePermit<'a>,
     since: Instant,
     metrics: &'a PoolMetrics,
 }
