@@ -240,6 +240,9 @@ fn http_client(max_idle: usize) -> Result<reqwest::Client, String> {
     reqwest::Client::builder()
         .pool_max_idle_per_host(max_idle.max(16))
         .tcp_nodelay(true)
+        // Below actix's 5 s keep-alive, so an idle connection is never
+        // reused just as the server closes it.
+        .pool_idle_timeout(Duration::from_secs(2))
         .timeout(Duration::from_secs(60))
         .build()
         .map_err(|e| format!("cannot build the HTTP client: {e}"))
