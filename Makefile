@@ -15,7 +15,10 @@ HTTP_ADDR ?= 127.0.0.1:8080
 CARGO ?= cargo
 
 # Load tests. QUICK=1 shrinks every target to a few seconds (CI's smoke test).
+# Each load target starts from a fresh database, LOAD_DATABASE_URL, so a run
+# does not measure the tables earlier runs grew.
 LOAD := ./target/release/chatlab-load
+LOAD_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/chatlab_load
 MEMBERS ?= 50
 VUS ?= 60
 DURATION ?= 30s
@@ -40,12 +43,12 @@ else
 endif
 
 .PHONY: demo loadtest loadtest-create loadtest-seed001 loadtest-ramp bench-baseline \
-        loadtest-crosscheck loadtest-smoke load-build
+        loadtest-crosscheck loadtest-smoke load-build load-db
 .PHONY: help run build release test fmt fmt-check lint layering openapi openapi-check \
         docker-check k6-check db db-stop broker broker-stop ci clean-testdbs
 
-demo: load-build db ## The main job: per_row vs batch vs unnest at 50 members on embedded defaults, as a table
-	$(LOAD) matrix --name demo --spawn 1 --database-url $(DATABASE_URL) \
+demo: load-build load-db ## The main job: per_row vs batch vs unnest at 50 members on embedded defaults, as a table
+	$(LOAD) matrix --name demo --spawn 1 --database-url $(LOAD_DATABASE_URL) \
 	    --strategies per_row,batch,unnest --members 50 $(DEMO_ARGS)
 
 help: ## List the targets
@@ -63,28 +66,34 @@ release: ## Release build of the server
 load-build: ## Release build of the server and the load tool
 	$(CARGO) build --release --bin chatlab --bin chatlab-load
 
-loadtest: load-build db ## A short mixed run (create/send/read) against one server
-	$(LOAD) run --name loadtest --spawn 1 --database-url $(DATABASE_URL) \
+load-db: ## (Re)create the load tests' database, empty
+	@DATABASE_URL=$(LOAD_DATABASE_URL) scripts/ensure-postgres.sh
+	@url='$(LOAD_DATABASE_URL)'; db=$${url##*/}; db=$${db%%\?*}; \
+	  PGOPTIONS='-c client_min_messages=warning' psql "$${url%/*}/postgres" -Xq \
+	    -c "DROP DATABASE IF EXISTS \"$$db\" WITH (FORCE)" -c "CREATE DATABASE \"$$db\""
+
+loadtest: load-build load-db ## A short mixed run (create/send/read) against one server
+	$(LOAD) run --name loadtest --spawn 1 --database-url $(LOAD_DATABASE_URL) \
 	    --scenario mix --members 20 $(LOADTEST_ARGS) --threshold 'errors<0.01'
 
-loadtest-create: load-build db ## createChat: MEMBERS= VUS= DURATION= STRATEGY= PUBLISH_MODE=
-	$(LOAD) run --name create-$(STRATEGY)-m$(MEMBERS) --spawn 1 --database-url $(DATABASE_URL) \
+loadtest-create: load-build load-db ## createChat: MEMBERS= VUS= DURATION= STRATEGY= PUBLISH_MODE=
+	$(LOAD) run --name create-$(STRATEGY)-m$(MEMBERS) --spawn 1 --database-url $(LOAD_DATABASE_URL) \
 	    --scenario create-chat --strategy $(STRATEGY) --publish-mode $(PUBLISH_MODE) $(CREATE_ARGS)
 
-loadtest-seed001: load-build db ## Seed 001's grid: MEMBERS {20,50} x VUS {30,60,100} x {per_row,batch}, pool 20, 3 servers, with pgbench
-	$(LOAD) matrix --name seed001 --spawn 3 --database-url $(DATABASE_URL) \
+loadtest-seed001: load-build load-db ## Seed 001's grid: MEMBERS {20,50} x VUS {30,60,100} x {per_row,batch}, pool 20, 3 servers, with pgbench
+	$(LOAD) matrix --name seed001 --spawn 3 --database-url $(LOAD_DATABASE_URL) \
 	    --strategies per_row,batch --pool-sizes 20 --rounds 1 $(SEED001_ARGS)
 
-loadtest-ramp: load-build db ## Seed 000's ramp 85 -> 200 -> 300 -> 400 VUs on createChat (batch), with server RSS
-	$(LOAD) run --name ramp --spawn 1 --database-url $(DATABASE_URL) --scenario create-chat \
+loadtest-ramp: load-build load-db ## Seed 000's ramp 85 -> 200 -> 300 -> 400 VUs on createChat (batch), with server RSS
+	$(LOAD) run --name ramp --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario create-chat \
 	    --members 50 --strategy batch --publish-mode off $(RAMP_ARGS)
 
-bench-baseline: load-build db ## pgbench on each strategy's createChat SQL
-	$(LOAD) baseline --spawn 1 --database-url $(DATABASE_URL) --members 50 $(BASELINE_ARGS)
+bench-baseline: load-build load-db ## pgbench on each strategy's createChat SQL
+	$(LOAD) baseline --spawn 1 --database-url $(LOAD_DATABASE_URL) --members 50 $(BASELINE_ARGS)
 
-loadtest-crosscheck: load-build db ## wrk and chatlab-load on the same GET: throughputs must agree within 5%
+loadtest-crosscheck: load-build load-db ## wrk and chatlab-load on the same GET: throughputs must agree within 5%
 	@command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
-	$(LOAD) crosscheck --spawn 1 --database-url $(DATABASE_URL) $(CROSSCHECK_ARGS)
+	$(LOAD) crosscheck --spawn 1 --database-url $(LOAD_DATABASE_URL) $(CROSSCHECK_ARGS)
 
 loadtest-smoke: ## Every load target once, a few seconds each (CI)
 	$(MAKE) QUICK=1 demo loadtest loadtest-create loadtest-seed001 loadtest-ramp bench-baseline loadtest-crosscheck

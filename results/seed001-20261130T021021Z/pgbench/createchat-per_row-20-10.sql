@@ -1,0 +1,24 @@
+BEGIN;
+INSERT INTO chats (id, name, creator_id, created_at, publish_mode) VALUES (gen_random_uuid(), 'pgbench', '01a22a37-af24-774a-adfa-7a7d7c7b4610', now(), 'off') RETURNING id AS chat_id \gset
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7a7d7c7b4610', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7a7e0eede7fe', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7a7f51dd557f', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7a80548000d6', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7a814650989e', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7a82ec30f18f', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7a8308f1a731', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7a843d995ca2', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7a852e0c6a2c', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7a8611348389', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7a87dfbdaef7', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7a88ab8bd979', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7a89468a1ab2', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7a8a7bd47229', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7a8b18a0358a', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7a8c60a988ca', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7a8df8a1f6c3', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7a8e99fb7b66', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7a8f6c26ff22', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7a9079bbb515', now());
+INSERT INTO messages (id, chat_id, sender_id, kind, body, created_at, publish_mode) VALUES (gen_random_uuid(), (:chat_id)::uuid, NULL, 'system', 'room created', now(), 'off');
+COMMIT;

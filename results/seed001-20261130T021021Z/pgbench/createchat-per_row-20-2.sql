@@ -1,0 +1,24 @@
+BEGIN;
+INSERT INTO chats (id, name, creator_id, created_at, publish_mode) VALUES (gen_random_uuid(), 'pgbench', '01a22a37-af24-774a-adfa-7adaa50c80d4', now(), 'off') RETURNING id AS chat_id \gset
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7adaa50c80d4', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7adb6a639e64', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7adcbca0894c', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7add55479661', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7ade26b95773', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7adf2cdd58cf', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7ae076d2ff76', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7ae1dd0a0244', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7ae2f9e4c379', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7ae38072e09e', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7ae4e97ceb46', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7ae5623066fd', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7ae6cbf816c0', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7ae7b6d33be7', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7ae899579f6e', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7ae909ecc5c3', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7aeac36de595', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7aeb8f054735', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7aec584dafaf', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7aed0b52d3f5', now());
+INSERT INTO messages (id, chat_id, sender_id, kind, body, created_at, publish_mode) VALUES (gen_random_uuid(), (:chat_id)::uuid, NULL, 'system', 'room created', now(), 'off');
+COMMIT;

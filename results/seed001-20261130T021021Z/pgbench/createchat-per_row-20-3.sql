@@ -1,0 +1,24 @@
+BEGIN;
+INSERT INTO chats (id, name, creator_id, created_at, publish_mode) VALUES (gen_random_uuid(), 'pgbench', '01a22a37-af23-7479-9d60-09a62655cedd', now(), 'off') RETURNING id AS chat_id \gset
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af23-7479-9d60-09a62655cedd', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af23-7479-9d60-09a7314ac9f7', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af23-7479-9d60-09a8163577a3', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af23-7479-9d60-09a9b7581f6a', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af23-7479-9d60-09aad040ca29', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af23-7479-9d60-09abe7d347d6', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af23-7479-9d60-09ac36acf032', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af23-7479-9d60-09ad59a25de3', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af23-7479-9d60-09ae6c3c8375', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af23-7479-9d60-09afde4040d0', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af23-7479-9d60-09b01298b405', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af23-7479-9d60-09b1b6c9c60c', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af23-7479-9d60-09b28b0e0553', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af23-7479-9d60-09b3375c202c', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af23-7479-9d60-09b4b9cf74e2', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af23-7479-9d60-09b5bf073c62', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af23-7479-9d60-09b64544be5c', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af23-7479-9d60-09b7b9a35cc4', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af23-7479-9d60-09b8dda9f53b', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af23-7479-9d60-09b9951fed61', now());
+INSERT INTO messages (id, chat_id, sender_id, kind, body, created_at, publish_mode) VALUES (gen_random_uuid(), (:chat_id)::uuid, NULL, 'system', 'room created', now(), 'off');
+COMMIT;

@@ -1,0 +1,24 @@
+BEGIN;
+INSERT INTO chats (id, name, creator_id, created_at, publish_mode) VALUES (gen_random_uuid(), 'pgbench', '01a22a37-af24-774a-adfa-7c16809cbb4c', now(), 'off') RETURNING id AS chat_id \gset
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7c16809cbb4c', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7c17f38f6fcd', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7c18d8ecf0ba', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7c19581abf17', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7c1ab5cdb4f5', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7c1b050a5bfc', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7c1cd6aea83c', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7c1d20d78a01', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7c1ebde88540', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7c1f49477346', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7c200c2983dd', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7c21656702db', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7c22975f95a8', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7c23997feaaa', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7c24fa8d6aea', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7c257dd9785a', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7c262a22c96f', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7c2799a41fb4', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7c283f9509cb', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af24-774a-adfa-7c29c459eacc', now());
+INSERT INTO messages (id, chat_id, sender_id, kind, body, created_at, publish_mode) VALUES (gen_random_uuid(), (:chat_id)::uuid, NULL, 'system', 'room created', now(), 'off');
+COMMIT;

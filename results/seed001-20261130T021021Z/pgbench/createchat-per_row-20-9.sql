@@ -1,0 +1,24 @@
+BEGIN;
+INSERT INTO chats (id, name, creator_id, created_at, publish_mode) VALUES (gen_random_uuid(), 'pgbench', '01a22a37-af23-7479-9d60-08c8cf260ee1', now(), 'off') RETURNING id AS chat_id \gset
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af23-7479-9d60-08c8cf260ee1', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af23-7479-9d60-08c99d38663d', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af23-7479-9d60-08ca7aa9c415', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af23-7479-9d60-08cb511bff96', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af23-7479-9d60-08cc268ae6b9', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af23-7479-9d60-08cd4ce2c929', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af23-7479-9d60-08cecb9b0d67', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af23-7479-9d60-08cf057ea35e', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af23-7479-9d60-08d0c80b4684', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af23-7479-9d60-08d1374c4769', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af23-7479-9d60-08d28096a613', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af23-7479-9d60-08d33d42a158', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af23-7479-9d60-08d498b34b87', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af23-7479-9d60-08d5886edae8', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af23-7479-9d60-08d6d413b459', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af23-7479-9d60-08d784f8df60', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af23-7479-9d60-08d845ddf4cf', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af23-7479-9d60-08d9043c5271', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af23-7479-9d60-08da05c07db1', now());
+INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '01a22a37-af23-7479-9d60-08dbf42c216d', now());
+INSERT INTO messages (id, chat_id, sender_id, kind, body, created_at, publish_mode) VALUES (gen_random_uuid(), (:chat_id)::uuid, NULL, 'system', 'room created', now(), 'off');
+COMMIT;
