@@ -148,20 +148,21 @@ pub struct HistogramSnapshot {
 }
 
 impl HistogramSnapshot {
+    /// The cumulative count at `bound` (0 when the bucket is absent).
+    fn count_at(&self, bound: f64) -> f64 {
+        self.buckets
+            .iter()
+            .find(|(b, _)| b.to_bits() == bound.to_bits())
+            .map_or(0.0, |(_, c)| *c)
+    }
+
     /// What was observed between `earlier` and `self`.
     pub fn since(&self, earlier: &HistogramSnapshot) -> HistogramSnapshot {
-        let before = |bound: f64| {
-            earlier
-                .buckets
-                .iter()
-                .find(|(b, _)| b.to_bits() == bound.to_bits())
-                .map_or(0.0, |(_, c)| *c)
-        };
         HistogramSnapshot {
             buckets: self
                 .buckets
                 .iter()
-                .map(|(b, c)| (*b, (c - before(*b)).max(0.0)))
+                .map(|(b, c)| (*b, (c - earlier.count_at(*b)).max(0.0)))
                 .collect(),
             sum: (self.sum - earlier.sum).max(0.0),
             count: (self.count - earlier.count).max(0.0),
@@ -173,18 +174,11 @@ impl HistogramSnapshot {
         if self.buckets.is_empty() {
             return other.clone();
         }
-        let other_count = |bound: f64| {
-            other
-                .buckets
-                .iter()
-                .find(|(b, _)| b.to_bits() == bound.to_bits())
-                .map_or(0.0, |(_, c)| *c)
-        };
         HistogramSnapshot {
             buckets: self
                 .buckets
                 .iter()
-                .map(|(b, c)| (*b, c + other_count(*b)))
+                .map(|(b, c)| (*b, c + other.count_at(*b)))
                 .collect(),
             sum: self.sum + other.sum,
             count: self.count + other.count,
