@@ -24,16 +24,20 @@ impl From<diesel::result::Error> for TxError {
     }
 }
 
-/// The in-transaction step of each mode. Placed last, just before COMMIT:
+/// The in-transaction step of each mode (`None`: the mode publishes
+/// nothing, no event was built). Placed last, just before COMMIT:
 /// `in_tx_await` then holds the connection for exactly one broker round
 /// trip, and `in_tx_enqueue` hands over a record whose transaction can
 /// still fail at COMMIT (a phantom event, which the audit reports).
 pub(crate) async fn publish_in_tx(
     conn: &mut AsyncPgConnection,
     publisher: &dyn EventPublisher,
-    event: &Event,
+    event: Option<&Event>,
     mode: PublishMode,
 ) -> Result<(), TxError> {
+    let Some(event) = event else {
+        return Ok(());
+    };
     match mode {
         PublishMode::Off | PublishMode::AfterCommit => Ok(()),
         PublishMode::InTxAwait => publisher
@@ -62,12 +66,12 @@ pub(crate) async fn publish_in_tx(
 /// which one.
 pub(crate) async fn publish_after_commit(
     publisher: &dyn EventPublisher,
-    event: &Event,
+    event: Option<&Event>,
     mode: PublishMode,
 ) {
-    if mode != PublishMode::AfterCommit {
+    let Some(event) = event.filter(|_| mode == PublishMode::AfterCommit) else {
         return;
-    }
+    };
     if let Err(e) = publisher.publish(event, mode).await {
         warn!(
             event_id = %event.event_id,

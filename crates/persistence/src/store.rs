@@ -172,13 +172,16 @@ impl ChatRepository for PgStore {
         strategy: InsertStrategy,
         mode: PublishMode,
     ) -> Result<ChatCreated, RepositoryError> {
-        let event = Event::chat_created(&command, mode);
+        // Off publishes nothing: build no event on that path.
+        let event = mode
+            .publishes()
+            .then(|| Event::chat_created(&command, mode));
         let publisher = self.publisher.as_ref();
         let mut conn = self.pool.checkout().await?;
         let outcome = conn
             .transaction(async |c| {
                 let written = create_chat_inner(c, &command, strategy, mode).await?;
-                publish_in_tx(c, publisher, &event, mode).await?;
+                publish_in_tx(c, publisher, event.as_ref(), mode).await?;
                 Ok::<_, TxError>(written)
             })
             .await;
@@ -204,7 +207,7 @@ impl ChatRepository for PgStore {
         self.writes
             .record(strategy, mode, written.statements, written.rows, held);
         self.after_commit(mode);
-        publish_after_commit(publisher, &event, mode).await;
+        publish_after_commit(publisher, event.as_ref(), mode).await;
         Ok(ChatCreated {
             id: command.chat_id,
             name: command.name,
@@ -268,7 +271,9 @@ impl MessageRepository for PgStore {
         command: SendMessage,
         mode: PublishMode,
     ) -> Result<Message, RepositoryError> {
-        let event = Event::message_sent(&command, mode);
+        let event = mode
+            .publishes()
+            .then(|| Event::message_sent(&command, mode));
         let publisher = self.publisher.as_ref();
         let insert = InsertTalkIfMember {
             id: command.id.as_uuid(),
@@ -286,7 +291,7 @@ impl MessageRepository for PgStore {
             conn.transaction(async |c| {
                 let inserted = insert.execute(c).await?;
                 if inserted == 1 {
-                    publish_in_tx(c, publisher, &event, mode).await?;
+                    publish_in_tx(c, publisher, event.as_ref(), mode).await?;
                 }
                 Ok::<_, TxError>(inserted)
             })
@@ -308,7 +313,7 @@ impl MessageRepository for PgStore {
         }
         drop(conn);
         self.after_commit(mode);
-        publish_after_commit(publisher, &event, mode).await;
+        publish_after_commit(publisher, event.as_ref(), mode).await;
         Ok(Message {
             id: command.id,
             chat_id: command.chat_id,
