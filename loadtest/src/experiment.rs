@@ -13,7 +13,7 @@ use crate::prom::HistogramSnapshot;
 use crate::report::CellResult;
 use crate::runner::{self, Model, RunOutcome, VariantOutcome};
 use crate::sampler::{Sampler, ServerStats};
-use crate::scenario::{Overrides, Scenario, SeedSpec, Seeded, Workload, seed};
+use crate::scenario::{Overrides, Scenario, SeedSpec, Workload, seed};
 use crate::schedule::Stage;
 
 /// Where the load goes.
@@ -185,10 +185,7 @@ pub async fn run_matrix(
         for &members in &spec.members {
             let work = Arc::new(Workload {
                 scenario: spec.scenario.clone(),
-                seeded: Seeded {
-                    users: seeded.users.clone(),
-                    chats: seeded.chats.clone(),
-                },
+                seeded: seeded.clone(),
                 members,
             });
             for &vus in &spec.vus {
