@@ -95,9 +95,16 @@ impl TestDb {
     /// timeout so a leaked connection fails a test quickly.
     pub fn config(&self) -> DbConfig {
         let mut config = DbConfig::with_url(self.url.clone());
+        config.driver = driver();
         config.pool_max_size = 4;
         config.acquire_timeout = Duration::from_secs(10);
         config
+    }
+
+    /// The name of the one role a test may create for this database (to
+    /// lower a connection limit, say); it is dropped with the database.
+    pub fn role_name(&self) -> String {
+        format!("{}_role", self.name)
     }
 
     /// A direct connection outside any pool, for assertions.
@@ -120,8 +127,13 @@ impl Drop for TestDb {
                 .expect("runtime");
             runtime.block_on(async move {
                 let mut admin = admin_connection().await;
+                // Two round trips: statements sent together run as one
+                // transaction, and DROP DATABASE refuses to run in one.
                 admin
                     .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                    .await?;
+                admin
+                    .batch_execute(&format!("DROP ROLE IF EXISTS {name}_role"))
                     .await
             })
         })
@@ -227,6 +239,22 @@ pub fn sample(exposition: &str, name: &str) -> Option<f64> {
         .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
         .and_then(|l| l.rsplit(' ').next())
         .and_then(|v| v.parse().ok())
+}
+
+/// The driver the suites run on: `CHATLAB_TEST_DB_DRIVER` (`async`, the
+/// default, or `blocking`). `make test` runs the repository and HTTP suites
+/// once per driver.
+///
+/// # Panics
+/// On a value that names no driver: a typo must not quietly test the
+/// default twice.
+pub fn driver() -> chatlab_persistence::Driver {
+    match std::env::var("CHATLAB_TEST_DB_DRIVER") {
+        Ok(v) => v
+            .parse()
+            .unwrap_or_else(|e| panic!("CHATLAB_TEST_DB_DRIVER: {e}")),
+        Err(_) => chatlab_persistence::Driver::default(),
+    }
 }
 
 #[cfg(test)]
