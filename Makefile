@@ -126,7 +126,7 @@ lint: layering ## Clippy on every target, warnings are errors
 
 layering: ## Fail when the domain crate depends on an I/O crate
 	@bad=$$($(CARGO) tree -p chatlab-domain -e normal --prefix none 2>/dev/null \
-	    | grep -E '^(diesel|diesel-async|actix-web|actix-http|rdkafka|tokio-postgres|bb8|reqwest|tokio) ' || true); \
+	    | grep -E '^(diesel|diesel-async|actix-web|actix-http|rdkafka|tokio-postgres|bb8|r2d2|pq-sys|reqwest|tokio) ' || true); \
 	if [ -n "$$bad" ]; then echo "chatlab-domain must not depend on: $$bad"; exit 1; fi; \
 	echo "layering ok: chatlab-domain has no I/O dependencies"
 
@@ -139,8 +139,10 @@ docker-check: ## Check docker/ offline (no Docker engine needed)
 k6-check: ## Check the k6 scripts' syntax with node (no k6 needed)
 	@for f in loadtest/k6/*.js; do node --check "$$f" || exit 1; done; echo "k6 scripts ok"
 
-clean-testdbs: ## Drop test databases left behind by interrupted test runs
+clean-testdbs: ## Drop test databases (and the connection-limit roles of the unpooled test) left behind
 	@psql "$(DATABASE_ADMIN_URL)" -XtAc "SELECT datname FROM pg_database WHERE datname LIKE 'chatlab\_test\_%' OR datname LIKE 'chatlab\_template\_%'" \
 	    | while read -r db; do [ -n "$$db" ] && psql "$(DATABASE_ADMIN_URL)" -Xqc "DROP DATABASE \"$$db\" WITH (FORCE)"; done; true
+	@psql "$(DATABASE_ADMIN_URL)" -XtAc "SELECT rolname FROM pg_roles WHERE rolname LIKE 'chatlab\_test\_%\_role'" \
+	    | while read -r r; do [ -n "$$r" ] && psql "$(DATABASE_ADMIN_URL)" -Xqc "DROP ROLE \"$$r\""; done; true
 
 ci: fmt-check lint docker-check k6-check test ## Everything CI runs

@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use chatlab_domain::RepositoryError;
 use chatlab_domain::audit::{AuditReport, SeenEvent, reconcile};
 use chatlab_kafka::topic_reader;
-use chatlab_persistence::DbPool;
+use chatlab_persistence::Database;
 use chatlab_persistence::audit_rows::committed_writes;
 
 /// How long reading the topic may take.
@@ -29,7 +29,7 @@ pub enum AuditError {
 /// Where the audit reads from.
 pub struct AuditSource {
     /// The database.
-    pub pool: DbPool,
+    pub db: Database,
     /// The broker's bootstrap servers (the embedded one's, when it runs).
     pub bootstrap: String,
     /// The events topic.
@@ -47,7 +47,7 @@ impl AuditSource {
         since: DateTime<Utc>,
         until: DateTime<Utc>,
     ) -> Result<AuditReport, AuditError> {
-        let writes = committed_writes(&self.pool, since, until).await?;
+        let writes = committed_writes(&self.db, since, until).await?;
         let bootstrap = self.bootstrap.clone();
         let topic = self.topic.clone();
         let records = tokio::task::spawn_blocking(move || {

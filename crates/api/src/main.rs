@@ -89,12 +89,12 @@ async fn audit(
         return ExitCode::from(2);
     };
     let mut registry = prometheus_client::registry::Registry::default();
-    let pool = chatlab_persistence::DbPool::new(
+    let db = chatlab_persistence::Database::new(
         &settings.db,
         chatlab_persistence::pool_metrics::PoolMetrics::register(&mut registry),
     );
     let source = chatlab_api::audit::AuditSource {
-        pool,
+        db,
         bootstrap,
         topic: settings.kafka.topic.clone(),
         default_since: chrono::DateTime::<chrono::Utc>::UNIX_EPOCH,

@@ -32,6 +32,77 @@ impl std::str::FromStr for Recycle {
     }
 }
 
+/// Which PostgreSQL driver runs the statements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Driver {
+    /// diesel-async (tokio-postgres, pure Rust): statements are awaited on
+    /// the server's async workers, and a pooled connection comes from bb8.
+    #[default]
+    Async,
+    /// diesel's synchronous `PgConnection` (libpq): each unit of work runs
+    /// on a thread of a bounded blocking pool, and a pooled connection comes
+    /// from r2d2. The thread is held for the whole unit of work, like a
+    /// JDBC request thread.
+    Blocking,
+}
+
+impl Driver {
+    /// The name used in env vars and reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Async => "async",
+            Self::Blocking => "blocking",
+        }
+    }
+}
+
+impl std::str::FromStr for Driver {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "async" => Ok(Self::Async),
+            "blocking" => Ok(Self::Blocking),
+            other => Err(format!("expected async or blocking, got {other:?}")),
+        }
+    }
+}
+
+/// Whether connections are pooled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Pooling {
+    /// Connections are kept open and reused, up to `pool_max_size`.
+    #[default]
+    On,
+    /// Every unit of work opens its own connection and closes it after:
+    /// no limit on open connections but PostgreSQL's own
+    /// `max_connections`, and a connect (TCP, startup, auth, session
+    /// settings) on every request.
+    Off,
+}
+
+impl Pooling {
+    /// The name used in env vars and reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::On => "on",
+            Self::Off => "off",
+        }
+    }
+}
+
+impl std::str::FromStr for Pooling {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "on" | "true" => Ok(Self::On),
+            "off" | "false" => Ok(Self::Off),
+            other => Err(format!("expected on or off, got {other:?}")),
+        }
+    }
+}
+
 /// PostgreSQL session settings applied to every new connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionSettings {
@@ -61,6 +132,13 @@ impl Default for SessionSettings {
 pub struct DbConfig {
     /// `postgres://` URL; secret because it may hold a password.
     pub url: SecretString,
+    /// The driver.
+    pub driver: Driver,
+    /// Pooled, or a connection per unit of work.
+    pub pooling: Pooling,
+    /// Most units of work the blocking driver runs at once, each on its own
+    /// thread; further ones wait in line. Unused by the async driver.
+    pub blocking_threads: usize,
     /// Most connections the pool opens.
     pub pool_max_size: u32,
     /// Idle connections the pool keeps open; `None` lets it shrink to zero.
@@ -82,6 +160,9 @@ impl DbConfig {
     pub fn with_url(url: impl Into<String>) -> Self {
         Self {
             url: SecretString::from(url.into()),
+            driver: Driver::default(),
+            pooling: Pooling::default(),
+            blocking_threads: DEFAULT_BLOCKING_THREADS,
             pool_max_size: default_pool_size(),
             pool_min_idle: None,
             acquire_timeout: Duration::from_millis(5000),
@@ -92,6 +173,10 @@ impl DbConfig {
         }
     }
 }
+
+/// Blocking threads by default: Tomcat's default `maxThreads`, the request
+/// thread count of the Spring services the seed documents measured.
+pub const DEFAULT_BLOCKING_THREADS: usize = 200;
 
 /// HikariCP's formula, `cores × 2 + effective spindles`, with one spindle:
 /// enough connections to keep every core busy while others wait on I/O.

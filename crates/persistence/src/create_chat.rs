@@ -1,12 +1,11 @@
 //! createChat's transaction body and the member insert strategies.
 //!
-//! The functions here take a `&mut AsyncPgConnection` that is already inside
+//! The functions here take a [`DbSession`] that is already inside
 //! a transaction; [`crate::store::PgStore::create_chat`] opens it, so the
 //! boundary is visible in one place.
 
 use chrono::{DateTime, Utc};
 use diesel::QueryResult;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use uuid::Uuid;
 
 use chatlab_domain::{CreateChat, InsertStrategy, MessageKind, PublishMode};
@@ -14,6 +13,7 @@ use chatlab_domain::{CreateChat, InsertStrategy, MessageKind, PublishMode};
 use crate::models::{ChatRow, MemberRow, MessageRow};
 use crate::queries::InsertMembersUnnest;
 use crate::schema::{chat_members, chats, messages};
+use crate::session::DbSession;
 
 /// PostgreSQL's limit on bind parameters in one statement (a 16-bit count in
 /// the wire protocol's Bind message).
@@ -49,37 +49,33 @@ impl WriteCount {
 
 /// The three steps of createChat: chat row, member rows, system message.
 pub(crate) async fn create_chat_inner(
-    conn: &mut AsyncPgConnection,
+    s: &mut DbSession,
     command: &CreateChat,
     strategy: InsertStrategy,
     mode: PublishMode,
 ) -> QueryResult<WriteCount> {
     let chat_id = command.chat_id.as_uuid();
-    diesel::insert_into(chats::table)
-        .values(ChatRow {
-            id: chat_id,
-            name: command.name.clone(),
-            creator_id: command.creator_id.as_uuid(),
-            created_at: command.created_at,
-            publish_mode: mode.as_str().to_owned(),
-        })
-        .execute(conn)
-        .await?;
+    s.execute(diesel::insert_into(chats::table).values(ChatRow {
+        id: chat_id,
+        name: command.name.clone(),
+        creator_id: command.creator_id.as_uuid(),
+        created_at: command.created_at,
+        publish_mode: mode.as_str().to_owned(),
+    }))
+    .await?;
     let members: Vec<Uuid> = command.member_ids.iter().map(|id| id.as_uuid()).collect();
-    let written = insert_members(conn, chat_id, &members, command.created_at, strategy).await?;
-    diesel::insert_into(messages::table)
-        .values(MessageRow {
-            id: command.system_message_id.as_uuid(),
-            chat_id,
-            sender_id: None,
-            kind: MessageKind::System.as_str().to_owned(),
-            body: command.system_message_body.to_owned(),
-            created_at: command.created_at,
-            // The system message has no event of its own.
-            publish_mode: PublishMode::Off.as_str().to_owned(),
-        })
-        .execute(conn)
-        .await?;
+    let written = insert_members(s, chat_id, &members, command.created_at, strategy).await?;
+    s.execute(diesel::insert_into(messages::table).values(MessageRow {
+        id: command.system_message_id.as_uuid(),
+        chat_id,
+        sender_id: None,
+        kind: MessageKind::System.as_str().to_owned(),
+        body: command.system_message_body.to_owned(),
+        created_at: command.created_at,
+        // The system message has no event of its own.
+        publish_mode: PublishMode::Off.as_str().to_owned(),
+    }))
+    .await?;
     Ok(written.add(WriteCount {
         statements: 2,
         rows: 2,
@@ -89,7 +85,7 @@ pub(crate) async fn create_chat_inner(
 /// Inserts one membership row per id, by `strategy`. The ids must be
 /// distinct (the domain collapses duplicates).
 pub(crate) async fn insert_members(
-    conn: &mut AsyncPgConnection,
+    s: &mut DbSession,
     chat_id: Uuid,
     user_ids: &[Uuid],
     joined_at: DateTime<Utc>,
@@ -107,9 +103,8 @@ pub(crate) async fn insert_members(
         // round trip, not a parse and plan.
         InsertStrategy::PerRow => {
             for &user_id in user_ids {
-                count.rows += diesel::insert_into(chat_members::table)
-                    .values(row(user_id))
-                    .execute(conn)
+                count.rows += s
+                    .execute(diesel::insert_into(chat_members::table).values(row(user_id)))
                     .await? as u64;
                 count.statements += 1;
             }
@@ -120,22 +115,21 @@ pub(crate) async fn insert_members(
         InsertStrategy::Batch => {
             let rows: Vec<MemberRow> = user_ids.iter().copied().map(row).collect();
             for chunk in rows.chunks(MEMBER_ROWS_PER_STATEMENT) {
-                count.rows += diesel::insert_into(chat_members::table)
-                    .values(chunk)
-                    .execute(conn)
+                count.rows += s
+                    .execute(diesel::insert_into(chat_members::table).values(chunk))
                     .await? as u64;
                 count.statements += 1;
             }
         }
         // Three bind parameters for any count: one cached statement.
         InsertStrategy::Unnest => {
-            count.rows += InsertMembersUnnest {
-                chat_id,
-                joined_at,
-                user_ids: user_ids.to_vec(),
-            }
-            .execute(conn)
-            .await? as u64;
+            count.rows += s
+                .execute(InsertMembersUnnest {
+                    chat_id,
+                    joined_at,
+                    user_ids: user_ids.to_vec(),
+                })
+                .await? as u64;
             count.statements += 1;
         }
     }

@@ -22,9 +22,9 @@ impl From<PersistenceError> for RepositoryError {
                 Classified::Conflict(what) => RepositoryError::Conflict(what),
                 Classified::Other => RepositoryError::Internal(Box::new(err)),
             },
-            PersistenceError::Migration(_) | PersistenceError::Corrupt(_) => {
-                RepositoryError::Internal(Box::new(err))
-            }
+            PersistenceError::Migration(_)
+            | PersistenceError::Corrupt(_)
+            | PersistenceError::Worker(_) => RepositoryError::Internal(Box::new(err)),
         }
     }
 }

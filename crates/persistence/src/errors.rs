@@ -3,8 +3,6 @@
 //! `RepositoryError` by meaning (pool timeout → unavailable, unique
 //! violation → conflict, ...), keeping the source for the log.
 
-use diesel_async::pooled_connection::PoolError;
-
 /// What went wrong talking to PostgreSQL.
 #[derive(Debug, thiserror::Error)]
 pub enum PersistenceError {
@@ -13,13 +11,17 @@ pub enum PersistenceError {
     PoolTimeout,
     /// A new connection could not be opened or set up.
     #[error("could not open a database connection")]
-    Connect(#[source] PoolError),
+    Connect(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// A statement failed.
     #[error("database statement failed")]
     Query(#[from] diesel::result::Error),
     /// A connection could not be established outside the pool.
     #[error("could not connect to the database")]
     Establish(#[from] diesel::ConnectionError),
+    /// A unit of work on the blocking driver's thread pool panicked or was
+    /// cancelled.
+    #[error("blocking database worker failed: {0}")]
+    Worker(String),
     /// Migrations could not be applied.
     #[error("database migration failed: {0}")]
     Migration(String),

@@ -2,12 +2,12 @@
 //! COMMIT. The store calls [`publish_in_tx`] as the transaction's last step
 //! and [`publish_after_commit`] once the connection is back in the pool.
 
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use tracing::warn;
 
 use chatlab_domain::{Event, EventPublisher, PublishError, PublishMode};
 
 use crate::queries::{InsertOutboxRow, lock_key};
+use crate::session::DbSession;
 
 /// Why a transaction with an event rolled back.
 #[derive(Debug)]
@@ -30,7 +30,7 @@ impl From<diesel::result::Error> for TxError {
 /// trip, and `in_tx_enqueue` hands over a record whose transaction can
 /// still fail at COMMIT (a phantom event, which the audit reports).
 pub(crate) async fn publish_in_tx(
-    conn: &mut AsyncPgConnection,
+    s: &mut DbSession,
     publisher: &dyn EventPublisher,
     event: Option<&Event>,
     mode: PublishMode,
@@ -46,15 +46,14 @@ pub(crate) async fn publish_in_tx(
             .map_err(TxError::Publish),
         PublishMode::InTxEnqueue => publisher.enqueue(event, mode).map_err(TxError::Publish),
         PublishMode::Outbox => {
-            InsertOutboxRow {
+            s.execute(InsertOutboxRow {
                 event_id: event.event_id,
                 chat_id: event.chat_id(),
                 lock_key: lock_key(event.chat_id()),
                 event_type: event.event_type(),
                 payload: event.to_json(),
                 created_at: event.occurred_at,
-            }
-            .execute(conn)
+            })
             .await?;
             Ok(())
         }

@@ -65,8 +65,12 @@ pub struct PoolMetrics {
     pub use_time: Histogram,
     /// Checkouts that gave up after the acquire timeout.
     pub timeouts: Counter,
-    /// New connections opened, and how long opening took.
+    /// New connections opened, and how long opening took (its count is
+    /// the number of opens, failed ones included).
     pub create_time: Histogram,
+    /// Opens that failed: PostgreSQL refusing ("too many clients"),
+    /// unreachable, or rejecting the session settings.
+    pub open_failures: Counter,
 }
 
 impl PoolMetrics {
@@ -80,6 +84,7 @@ impl PoolMetrics {
             use_time: Histogram::new(latency_buckets()),
             timeouts: Counter::default(),
             create_time: Histogram::new(latency_buckets()),
+            open_failures: Counter::default(),
         };
         registry.register(
             "db_client_connection_count",
@@ -118,6 +123,11 @@ impl PoolMetrics {
             "Time to open and set up a new connection",
             Unit::Seconds,
             m.create_time.clone(),
+        );
+        registry.register(
+            "db_client_connection_open_failures",
+            "Connection opens that failed (refused, unreachable or misconfigured)",
+            m.open_failures.clone(),
         );
         Arc::new(m)
     }

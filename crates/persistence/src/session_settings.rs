@@ -57,6 +57,9 @@ pub(crate) fn manager_config(
                 let started = Instant::now();
                 let conn = connect(url, &set_sql).await;
                 metrics.create_time.observe(secs(started.elapsed()));
+                if conn.is_err() {
+                    metrics.open_failures.inc();
+                }
                 conn
             }
             .boxed()

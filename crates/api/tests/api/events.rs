@@ -442,7 +442,7 @@ async fn the_audit_reconciles_a_fabricated_topic_and_table() {
 
     let mut registry = prometheus_client::registry::Registry::default();
     let source = chatlab_api::audit::AuditSource {
-        pool: chatlab_persistence::DbPool::new(
+        db: chatlab_persistence::Database::new(
             &db.config(),
             chatlab_persistence::pool_metrics::PoolMetrics::register(&mut registry),
         ),

@@ -91,3 +91,110 @@ async fn an_unreachable_database_gives_503_not_a_crash() {
         .await;
     assert_problem(resp, 503, "unavailable").await;
 }
+
+/// `DB_POOL=off`: each request opens its own connection (counted, timed)
+/// and closes it. When PostgreSQL refuses one (here the test's own role is
+/// at its `CONNECTION LIMIT`), the request answers 503 problem+json, the
+/// refusal is counted, and the server serves again once a slot frees up.
+#[tokio::test]
+async fn unpooled_requests_open_a_connection_each_and_answer_503_when_refused() {
+    let db = chatlab_testdb::TestDb::new().await;
+    let role = db.role_name();
+    let mut admin = db.connect().await;
+    admin
+        .batch_execute(&format!(
+            "DROP ROLE IF EXISTS {role}; \
+             CREATE ROLE {role} LOGIN CONNECTION LIMIT 3; \
+             GRANT CONNECT ON DATABASE {db} TO {role}; \
+             GRANT USAGE ON SCHEMA public TO {role}; \
+             GRANT ALL ON ALL TABLES IN SCHEMA public TO {role}; \
+             GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO {role};",
+            db = db.name()
+        ))
+        .await
+        .unwrap();
+    let role_url =
+        chatlab_testdb::with_database(&as_user(&chatlab_testdb::server_url(), &role), db.name());
+    let app = spawn_on(
+        db,
+        &[
+            ("DATABASE_URL", role_url.as_str()),
+            ("DB_POOL", "off"),
+            ("DB_RUN_MIGRATIONS", "false"),
+            ("KAFKA_PUBLISH_MODE", "off"),
+        ],
+    )
+    .await;
+    let opens =
+        |m: &str| sample(m, "db_client_connection_create_time_seconds_count").unwrap_or(0.0);
+
+    let user = app.create_user("a").await;
+    let before = opens(&app.metrics().await);
+    for _ in 0..3 {
+        assert_eq!(
+            app.get(&format!("/v1/users/{user}")).await.status(),
+            StatusCode::OK
+        );
+    }
+    let m = app.metrics().await;
+    assert_eq!(opens(&m) - before, 3.0, "one open per request");
+    assert_eq!(
+        sample(&m, "db_client_connection_count{state=\"used\"}"),
+        Some(0.0)
+    );
+    assert_eq!(sample(&m, "db_client_connection_max"), Some(0.0));
+
+    // Take every connection the role has left (the outbox relay may hold
+    // one of the three).
+    let mut held = Vec::new();
+    for _ in 0..5 {
+        match <diesel_async::AsyncPgConnection as diesel_async::AsyncConnection>::establish(
+            &role_url,
+        )
+        .await
+        {
+            Ok(conn) => held.push(conn),
+            Err(e) => {
+                assert!(e.to_string().contains("too many connections"), "{e}");
+                break;
+            }
+        }
+    }
+    assert!(held.len() <= 3, "the role's limit did not hold");
+
+    let resp = app.get(&format!("/v1/users/{user}")).await;
+    assert_eq!(resp.headers()["retry-after"], "1");
+    assert_problem(resp, 503, "unavailable").await;
+    let resp = app
+        .post_json("/v1/users", &serde_json::json!({"name": "b"}))
+        .await;
+    assert_problem(resp, 503, "unavailable").await;
+    let m = app.metrics().await;
+    assert!(sample(&m, "db_client_connection_open_failures_total").unwrap_or(0.0) >= 2.0);
+    assert_eq!(app.get("/healthz").await.status(), StatusCode::OK);
+
+    drop(held);
+    let mut served = false;
+    for _ in 0..50 {
+        if app.get(&format!("/v1/users/{user}")).await.status() == StatusCode::OK {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        served,
+        "the server did not recover once connections were free"
+    );
+}
+
+/// `url` with its user replaced by `user` (and no password: the tests'
+/// PostgreSQL trusts loopback connections).
+fn as_user(url: &str, user: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let host_start = rest.find('@').filter(|at| rest[..*at].find('/').is_none());
+    let host = host_start.map_or(rest, |at| &rest[at + 1..]);
+    format!("{scheme}://{user}@{host}")
+}

@@ -52,6 +52,7 @@ pub async fn spawn_on(db: TestDb, extra: &[(&str, &str)]) -> TestApp {
         ("HTTP_ADDR".into(), "127.0.0.1:0".into()),
         ("HTTP_WORKERS".into(), "2".into()),
         ("DB_POOL_MAX_SIZE".into(), "4".into()),
+        ("DB_DRIVER".into(), chatlab_testdb::driver().as_str().into()),
         // The template is already migrated; running them again is a no-op
         // but proves startup tolerates it.
         ("DB_RUN_MIGRATIONS".into(), "true".into()),

@@ -24,7 +24,7 @@ async fn every_checkout_is_timed_and_returned() {
         )
         .await
         .unwrap();
-    f.store.pool().refresh_metrics();
+    f.store.db().refresh_metrics();
     let mut text = String::new();
     encode(&mut text, &f.registry).unwrap();
 

@@ -1,0 +1,87 @@
+//! The blocking driver's connections: how r2d2 opens, checks and discards
+//! diesel's synchronous `PgConnection`, mirroring what
+//! [`crate::session_settings::manager_config`] does for the async driver.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use diesel::connection::{
+    AnsiTransactionManager, Connection, SimpleConnection, TransactionManager,
+};
+use diesel::pg::PgConnection;
+use diesel::{ConnectionError, ConnectionResult};
+
+use crate::config::Recycle;
+use crate::pool_metrics::{PoolMetrics, secs};
+
+/// Opens a blocking connection and applies the session settings, in one
+/// extra round trip.
+pub(crate) fn connect_blocking(url: &str, set_sql: &str) -> ConnectionResult<PgConnection> {
+    let mut conn = PgConnection::establish(url)?;
+    conn.batch_execute(set_sql)
+        .map_err(|e| ConnectionError::BadConnection(format!("session settings: {e}")))?;
+    Ok(conn)
+}
+
+/// r2d2's manager for blocking connections.
+pub struct BlockingManager {
+    url: String,
+    set_sql: String,
+    recycle: Recycle,
+    metrics: Arc<PoolMetrics>,
+}
+
+impl BlockingManager {
+    pub(crate) fn new(
+        url: String,
+        set_sql: String,
+        recycle: Recycle,
+        metrics: Arc<PoolMetrics>,
+    ) -> Self {
+        Self {
+            url,
+            set_sql,
+            recycle,
+            metrics,
+        }
+    }
+}
+
+impl r2d2::ManageConnection for BlockingManager {
+    type Connection = PgConnection;
+    type Error = BlockingConnectError;
+
+    fn connect(&self) -> Result<PgConnection, BlockingConnectError> {
+        let started = Instant::now();
+        let conn = connect_blocking(&self.url, &self.set_sql);
+        self.metrics.create_time.observe(secs(started.elapsed()));
+        if conn.is_err() {
+            self.metrics.open_failures.inc();
+        }
+        conn.map_err(BlockingConnectError::Connect)
+    }
+
+    fn is_valid(&self, conn: &mut PgConnection) -> Result<(), BlockingConnectError> {
+        match self.recycle {
+            Recycle::Fast => Ok(()),
+            Recycle::Verified => conn
+                .batch_execute("SELECT 1")
+                .map_err(BlockingConnectError::Check),
+        }
+    }
+
+    fn has_broken(&self, conn: &mut PgConnection) -> bool {
+        std::thread::panicking() || AnsiTransactionManager::is_broken_transaction_manager(conn)
+    }
+}
+
+/// Why r2d2 could not hand out a blocking connection.
+#[derive(Debug, thiserror::Error)]
+pub enum BlockingConnectError {
+    /// Opening the connection (or applying its settings) failed.
+    #[error("could not open a database connection: {0}")]
+    Connect(#[source] ConnectionError),
+    /// The checkout check (`SELECT 1`) failed.
+    #[error("connection check failed: {0}")]
+    Check(#[source] diesel::result::Error),
+}
