@@ -11,6 +11,11 @@
 //! | `CHATLAB_ALLOW_OVERRIDES` | `false` | honour `X-Chatlab-Insert-Strategy` and `X-Chatlab-Publish-Mode` per request |
 //! | `CHAT_MAX_MEMBERS` | 10000 | most members of a new chat, creator included |
 //! | `USERS_BULK_MAX` | 100000 | most users one bulk request may create |
+//! | `CHAT_IMPORT_MAX_ROWS` | 100000 | most rows one import job may write |
+//! | `HTTP_IMPORT_LIMIT_BYTES` | 33554432 | largest import job body accepted |
+//! | `DB_DRIVER` | `async` | `async` (diesel-async on bb8) or `blocking` (diesel's libpq `PgConnection` on r2d2, run on blocking threads) |
+//! | `DB_POOL` | `on` | `off`: every request opens its own connection and closes it after |
+//! | `DB_BLOCKING_THREADS` | 200 | blocking driver: most units of work running at once, one thread each |
 //! | `DB_POOL_MAX_SIZE` | cores × 2 + 1 | most pooled connections (HikariCP's formula) |
 //! | `DB_POOL_MIN_IDLE` | 0 | idle connections kept open |
 //! | `DB_POOL_ACQUIRE_TIMEOUT_MS` | 5000 | wait for a connection before answering 503 |
@@ -47,16 +52,21 @@ use std::time::Duration;
 
 use chatlab_domain::{InsertStrategy, Limits, PublishMode};
 use chatlab_kafka::KafkaConfig;
-use chatlab_persistence::config::default_pool_size;
+use chatlab_persistence::config::{DEFAULT_BLOCKING_THREADS, default_pool_size};
 use chatlab_persistence::outbox_relay::RelaySettings;
-use chatlab_persistence::{DbConfig, Recycle, SessionSettings};
+use chatlab_persistence::{DbConfig, Driver, Pooling, Recycle, SessionSettings};
 
 /// Every variable this module reads; anything else under our prefixes is a typo.
 const KNOWN: &[&str] = &[
     "DATABASE_URL",
+    "DB_DRIVER",
+    "DB_POOL",
+    "DB_BLOCKING_THREADS",
     "HTTP_ADDR",
     "HTTP_WORKERS",
     "HTTP_JSON_LIMIT_BYTES",
+    "HTTP_IMPORT_LIMIT_BYTES",
+    "CHAT_IMPORT_MAX_ROWS",
     "HTTP_SHUTDOWN_TIMEOUT_SECS",
     "CHAT_INSERT_STRATEGY",
     "CHATLAB_ALLOW_OVERRIDES",
@@ -137,6 +147,8 @@ pub struct HttpSettings {
     pub workers: usize,
     /// Largest JSON body, in bytes.
     pub json_limit_bytes: usize,
+    /// Largest import job body, in bytes.
+    pub import_limit_bytes: usize,
     /// Grace period for in-flight requests at shutdown.
     pub shutdown_timeout: Duration,
 }
@@ -192,6 +204,12 @@ impl Settings {
         let mut db = DbConfig::with_url(
             env.string("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/chatlab"),
         );
+        db.driver = env.parse("DB_DRIVER", Driver::Async)?;
+        db.pooling = env.parse("DB_POOL", Pooling::On)?;
+        db.blocking_threads = env.parse("DB_BLOCKING_THREADS", DEFAULT_BLOCKING_THREADS)?;
+        if db.blocking_threads == 0 {
+            return Err(env.invalid("DB_BLOCKING_THREADS", "must be at least 1"));
+        }
         db.pool_max_size = env.parse("DB_POOL_MAX_SIZE", default_pool_size())?;
         if db.pool_max_size == 0 {
             return Err(env.invalid("DB_POOL_MAX_SIZE", "must be at least 1"));
@@ -215,6 +233,7 @@ impl Settings {
         let limits = Limits {
             chat_max_members: env.parse("CHAT_MAX_MEMBERS", 10_000)?,
             users_bulk_max: env.parse("USERS_BULK_MAX", 100_000)?,
+            import_max_rows: env.parse("CHAT_IMPORT_MAX_ROWS", 100_000)?,
         };
         if limits.chat_max_members == 0 {
             return Err(env.invalid("CHAT_MAX_MEMBERS", "must be at least 1"));
@@ -224,6 +243,7 @@ impl Settings {
                 addr: env.parse("HTTP_ADDR", SocketAddr::from(([127, 0, 0, 1], 8080)))?,
                 workers: env.parse("HTTP_WORKERS", cores)?.max(1),
                 json_limit_bytes: env.parse("HTTP_JSON_LIMIT_BYTES", 4 * 1024 * 1024)?,
+                import_limit_bytes: env.parse("HTTP_IMPORT_LIMIT_BYTES", 32 * 1024 * 1024)?,
                 shutdown_timeout: Duration::from_secs(env.parse("HTTP_SHUTDOWN_TIMEOUT_SECS", 30)?),
             },
             db,

@@ -24,6 +24,7 @@ use crate::problem::{FieldProblem, Problem};
         (name = "users", description = "Users, one at a time or in bulk"),
         (name = "chats", description = "Chat rooms and their members"),
         (name = "messages", description = "Messages in a chat"),
+        (name = "imports", description = "Bulk jobs: many members or messages into one chat, in chunked transactions"),
         (name = "operations", description = "Health, readiness and metrics"),
     )
 )]

@@ -19,6 +19,8 @@ use uuid::Uuid;
 
 use chatlab_domain::{RepositoryError, UnavailableReason, ValidationErrors};
 
+use crate::dto::ChunkResponse;
+
 /// The problem+json media type.
 pub const PROBLEM_JSON: &str = "application/problem+json";
 
@@ -41,9 +43,23 @@ pub struct Problem {
     /// Every invalid field, for validation problems.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub errors: Option<Vec<FieldProblem>>,
-    /// The unknown user ids, for `unknown-users` problems.
+    /// The unknown user ids, for `unknown-users` problems (and an
+    /// `import-stopped` one caused by unknown users).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unknown_user_ids: Option<Vec<Uuid>>,
+    /// `import-stopped`: what caused the stop (`urn:chatlab:problem:...`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cause_type: Option<String>,
+    /// `import-stopped`: rows committed before the job stopped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rows_written: Option<usize>,
+    /// `import-stopped`: the committed chunks, by index.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub committed_chunks: Option<Vec<ChunkResponse>>,
+    /// `import-stopped`: the chunk that failed; none of its rows were
+    /// written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed_chunk: Option<ChunkResponse>,
 }
 
 /// One invalid field.
@@ -86,6 +102,16 @@ pub enum ApiError {
     },
     /// A bug or unexpected failure; logged, never shown.
     Internal(Box<dyn StdError + Send + Sync>),
+    /// An import job stopped at a failed chunk after committing others.
+    /// The status is the cause's.
+    ImportStopped {
+        /// Why the chunk failed.
+        cause: Box<ApiError>,
+        /// The chunk that failed.
+        failed: ChunkResponse,
+        /// The chunks committed, by index.
+        committed: Vec<ChunkResponse>,
+    },
 }
 
 impl ApiError {
@@ -102,6 +128,10 @@ impl ApiError {
             Self::Conflict(_) => ("conflict", "Conflict"),
             Self::Unavailable { .. } => ("unavailable", "Service temporarily unavailable"),
             Self::Internal(_) => ("internal", "Internal error"),
+            Self::ImportStopped { .. } => (
+                "import-stopped",
+                "The import stopped at a failed chunk; earlier chunks are committed",
+            ),
         }
     }
 
@@ -125,6 +155,22 @@ impl ApiError {
             ),
             Self::Unavailable { reason, .. } => format!("{reason}; retry shortly"),
             Self::Internal(_) => "an unexpected error occurred; it has been logged".to_owned(),
+            Self::ImportStopped {
+                cause,
+                failed,
+                committed,
+            } => {
+                let written: usize = committed.iter().map(|c| c.rows).sum();
+                format!(
+                    "chunk {} (rows {} to {}) failed and wrote nothing: {}; {} chunk(s) with {written} \
+                     row(s) are committed (committed_chunks)",
+                    failed.index,
+                    failed.first_row,
+                    failed.first_row + failed.rows.saturating_sub(1),
+                    cause.detail(),
+                    committed.len(),
+                )
+            }
         }
     }
 
@@ -151,6 +197,30 @@ impl ApiError {
             },
             unknown_user_ids: match self {
                 Self::UnknownUsers(ids) => Some(ids.clone()),
+                Self::ImportStopped { cause, .. } => match cause.as_ref() {
+                    Self::UnknownUsers(ids) => Some(ids.clone()),
+                    _ => None,
+                },
+                _ => None,
+            },
+            cause_type: match self {
+                Self::ImportStopped { cause, .. } => {
+                    Some(format!("urn:chatlab:problem:{}", cause.slug_and_title().0))
+                }
+                _ => None,
+            },
+            rows_written: match self {
+                Self::ImportStopped { committed, .. } => {
+                    Some(committed.iter().map(|c| c.rows).sum())
+                }
+                _ => None,
+            },
+            committed_chunks: match self {
+                Self::ImportStopped { committed, .. } => Some(committed.clone()),
+                _ => None,
+            },
+            failed_chunk: match self {
+                Self::ImportStopped { failed, .. } => Some(*failed),
                 _ => None,
             },
         }
@@ -173,6 +243,7 @@ impl StdError for ApiError {
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
         match self {
             Self::Unavailable { source, .. } | Self::Internal(source) => Some(source.as_ref()),
+            Self::ImportStopped { cause, .. } => cause.source(),
             _ => None,
         }
     }
@@ -190,6 +261,7 @@ impl ResponseError for ApiError {
             Self::Conflict(_) => StatusCode::CONFLICT,
             Self::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::ImportStopped { cause, .. } => cause.status_code(),
         }
     }
 
@@ -200,7 +272,7 @@ impl ResponseError for ApiError {
         }
         let mut response = HttpResponse::build(status);
         response.insert_header((header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON)));
-        if matches!(self, Self::Unavailable { .. }) {
+        if status == StatusCode::SERVICE_UNAVAILABLE {
             response.insert_header((header::RETRY_AFTER, RETRY_AFTER_SECS.to_string()));
         }
         let body = serde_json::to_vec(&self.problem()).unwrap_or_else(|_| b"{}".to_vec());

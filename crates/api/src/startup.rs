@@ -104,6 +104,9 @@ impl Application {
         let relay = relay.spawn(relay_stopped);
         let http_metrics = web::Data::new(HttpMetrics::register(&mut registry));
         tracing::info!(
+            driver = settings.db.driver.as_str(),
+            pooling = settings.db.pooling.as_str(),
+            blocking_threads = settings.db.blocking_threads,
             pool_max_size = settings.db.pool_max_size,
             cores = std::thread::available_parallelism().map_or(1, |n| n.get()),
             rule = "default is cores x 2 + 1 (HikariCP's formula), DB_POOL_MAX_SIZE overrides",
@@ -117,15 +120,17 @@ impl Application {
             "connection pool configured"
         );
 
-        let pool = store.pool().clone();
+        let db = store.db().clone();
         let store = Arc::new(store);
         let state = web::Data::new(AppState {
             users: store.clone(),
             chats: store.clone(),
             messages: store.clone(),
+            imports: store.clone(),
+            import_limit_bytes: settings.http.import_limit_bytes,
             health: store.clone(),
             audit: AuditSource {
-                pool: store.pool().clone(),
+                db: store.db().clone(),
                 bootstrap,
                 topic: settings.kafka.topic.clone(),
                 default_since: if embedded.is_some() {
@@ -138,7 +143,7 @@ impl Application {
             limits: settings.limits,
             metrics: MetricsEndpoint {
                 registry,
-                refresh: Box::new(move || pool.refresh_metrics()),
+                refresh: Box::new(move || db.refresh_metrics()),
             },
         });
 

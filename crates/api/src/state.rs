@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use prometheus_client::registry::Registry;
 
-use chatlab_domain::{ChatRepository, HealthCheck, Limits, MessageRepository, UserRepository};
+use chatlab_domain::{
+    ChatRepository, HealthCheck, ImportRepository, Limits, MessageRepository, UserRepository,
+};
 
 use crate::config::WriteSettings;
 
@@ -17,6 +19,10 @@ pub struct AppState {
     pub chats: Arc<dyn ChatRepository>,
     /// Messages port.
     pub messages: Arc<dyn MessageRepository>,
+    /// Bulk import jobs.
+    pub imports: Arc<dyn ImportRepository>,
+    /// Largest import job body, in bytes.
+    pub import_limit_bytes: usize,
     /// Readiness probe.
     pub health: Arc<dyn HealthCheck>,
     /// Strategy default and whether requests may override it.

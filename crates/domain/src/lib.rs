@@ -10,6 +10,7 @@ pub mod entities;
 pub mod errors;
 pub mod events;
 pub mod ids;
+pub mod imports;
 pub mod limits;
 pub mod paging;
 pub mod ports;
@@ -22,10 +23,15 @@ pub use entities::{Chat, ChatCreated, Member, Message, MessageKind, User};
 pub use errors::{Entity, RepositoryError, UnavailableReason};
 pub use events::{Event, EventPayload};
 pub use ids::{ChatId, MessageId, UserId};
+pub use imports::{
+    ChunkFailure, ChunkRange, ImportMembers, ImportMessages, ImportPlan, ImportReport,
+    ImportedMessage, NewImportedMessage,
+};
 pub use limits::Limits;
 pub use paging::{Page, PageRequest};
 pub use ports::{
-    ChatRepository, EventPublisher, HealthCheck, MessageRepository, PublishError, UserRepository,
+    ChatRepository, EventPublisher, HealthCheck, ImportRepository, MessageRepository, PublishError,
+    UserRepository,
 };
 pub use publish_mode::{PublishMode, UnknownPublishMode};
 pub use strategy::{InsertStrategy, UnknownStrategy};

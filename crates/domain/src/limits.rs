@@ -22,6 +22,9 @@ pub struct Limits {
     pub chat_max_members: usize,
     /// Most users one bulk request may create (`USERS_BULK_MAX`, default 100,000).
     pub users_bulk_max: usize,
+    /// Most rows one import job may write (`CHAT_IMPORT_MAX_ROWS`, default
+    /// 100,000).
+    pub import_max_rows: usize,
 }
 
 impl Default for Limits {
@@ -29,6 +32,7 @@ impl Default for Limits {
         Self {
             chat_max_members: 10_000,
             users_bulk_max: 100_000,
+            import_max_rows: 100_000,
         }
     }
 }

@@ -9,6 +9,7 @@ use crate::entities::{Chat, ChatCreated, Member, Message, User};
 use crate::errors::RepositoryError;
 use crate::events::Event;
 use crate::ids::{ChatId, MessageId, UserId};
+use crate::imports::{ImportMembers, ImportMessages, ImportReport};
 use crate::paging::{Page, PageRequest};
 use crate::publish_mode::PublishMode;
 use crate::strategy::InsertStrategy;
@@ -25,6 +26,30 @@ pub trait UserRepository: Send + Sync {
 
     /// Reads one user; `NotFound` if absent.
     async fn get_user(&self, id: UserId) -> Result<User, RepositoryError>;
+}
+
+/// Bulk import jobs (see [`crate::imports`]).
+#[async_trait]
+pub trait ImportRepository: Send + Sync {
+    /// Adds the users to the chat, chunk by chunk, with `strategy` inside
+    /// each chunk. `Err` means nothing was written (no such chat, or the
+    /// database could not be reached before the first chunk); a failure
+    /// after that is reported in the report, with the committed chunks.
+    async fn import_members(
+        &self,
+        job: ImportMembers,
+        strategy: InsertStrategy,
+    ) -> Result<ImportReport, RepositoryError>;
+
+    /// Imports the messages, chunk by chunk, with `strategy` inside each
+    /// chunk. Every sender must be a member (checked before the first
+    /// chunk, `NotAMember` naming one that is not). Imported messages
+    /// publish no events: an import is a data migration, not chat traffic.
+    async fn import_messages(
+        &self,
+        job: ImportMessages,
+        strategy: InsertStrategy,
+    ) -> Result<ImportReport, RepositoryError>;
 }
 
 /// Chats and their members.

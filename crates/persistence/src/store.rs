@@ -5,7 +5,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use diesel::prelude::*;
 use diesel::sql_types::Integer;
-use diesel_async::{AsyncConnection, RunQueryDsl};
+use futures_util::FutureExt;
 use prometheus_client::registry::Registry;
 use tracing::instrument;
 
@@ -19,25 +19,29 @@ use tokio::sync::Notify;
 
 use crate::config::DbConfig;
 use crate::create_chat::{WriteCount, create_chat_inner, rows_per_statement};
+use crate::database::Database;
 use crate::error_mapping::is_foreign_key_violation;
 use crate::errors::PersistenceError;
 use crate::event_publishing::{TxError, publish_after_commit, publish_in_tx};
 use crate::models::UserRow;
-use crate::pool::DbPool;
 use crate::pool_metrics::PoolMetrics;
 use crate::queries::InsertTalkIfMember;
 use crate::reads;
 use crate::schema::users;
+use crate::session::DbSession;
 use crate::write_metrics::WriteMetrics;
 
 /// Users per multi-row INSERT in bulk creation (three columns each).
 const USER_ROWS_PER_STATEMENT: usize = rows_per_statement(3);
 
-/// The PostgreSQL store: a pool, the event publisher and the write-path
-/// metrics.
+/// The PostgreSQL store: its connections (by driver and pooling), the
+/// event publisher and the write-path metrics.
+///
+/// Every method is one unit of work on one connection, run through
+/// [`Database::run`]: the same code and the same SQL on either driver.
 #[derive(Clone)]
 pub struct PgStore {
-    pool: DbPool,
+    db: Database,
     writes: Arc<WriteMetrics>,
     publisher: Arc<dyn EventPublisher>,
     outbox_wakeup: Arc<Notify>,
@@ -46,21 +50,21 @@ pub struct PgStore {
 impl std::fmt::Debug for PgStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PgStore")
-            .field("pool", &self.pool)
+            .field("db", &self.db)
             .finish_non_exhaustive()
     }
 }
 
 impl PgStore {
-    /// Builds the pool and registers the pool and write metrics.
+    /// Sets up the connections and registers the pool and write metrics.
     pub fn new(
         config: &DbConfig,
         registry: &mut Registry,
         publisher: Arc<dyn EventPublisher>,
     ) -> Self {
-        let pool = DbPool::new(config, PoolMetrics::register(registry));
+        let db = Database::new(config, PoolMetrics::register(registry));
         Self {
-            pool,
+            db,
             writes: WriteMetrics::register(registry),
             publisher,
             outbox_wakeup: Arc::new(Notify::new()),
@@ -79,12 +83,16 @@ impl PgStore {
         }
     }
 
-    /// The connection pool.
-    pub fn pool(&self) -> &DbPool {
-        &self.pool
+    /// The connections.
+    pub fn db(&self) -> &Database {
+        &self.db
     }
 
-    fn not_found(entity: Entity, id: impl Into<uuid::Uuid>) -> RepositoryError {
+    pub(crate) fn writes(&self) -> &WriteMetrics {
+        &self.writes
+    }
+
+    pub(crate) fn not_found(entity: Entity, id: impl Into<uuid::Uuid>) -> RepositoryError {
         RepositoryError::NotFound {
             entity,
             id: id.into(),
@@ -106,21 +114,32 @@ fn tx_err(e: TxError) -> RepositoryError {
     }
 }
 
+/// What createChat's unit of work hands back: rows written and how long
+/// the connection was held, or why it failed.
+struct Written {
+    count: WriteCount,
+    held: std::time::Duration,
+}
+
 #[async_trait]
 impl UserRepository for PgStore {
     async fn create_user(&self, user: NewUser) -> Result<User, RepositoryError> {
-        let mut conn = self.pool.checkout().await?;
         let row = UserRow {
             id: user.id.as_uuid(),
             name: user.name,
             created_at: user.created_at,
         };
-        diesel::insert_into(users::table)
-            .values(&row)
-            .execute(&mut *conn)
+        self.db
+            .run(move |s| {
+                async move {
+                    s.execute(diesel::insert_into(users::table).values(&row))
+                        .await
+                        .map_err(query_err)?;
+                    Ok(row.into())
+                }
+                .boxed()
+            })
             .await
-            .map_err(query_err)?;
-        Ok(row.into())
     }
 
     #[instrument(skip_all, fields(count = new_users.len()))]
@@ -133,28 +152,75 @@ impl UserRepository for PgStore {
                 created_at: u.created_at,
             })
             .collect();
-        let mut conn = self.pool.checkout().await?;
-        conn.transaction(async |c| {
-            for chunk in rows.chunks(USER_ROWS_PER_STATEMENT) {
-                diesel::insert_into(users::table)
-                    .values(chunk)
-                    .execute(c)
-                    .await?;
-            }
-            Ok::<_, diesel::result::Error>(())
-        })
-        .await
-        .map_err(query_err)?;
-        Ok(rows.iter().map(|r| UserId::from_uuid(r.id)).collect())
+        let ids = rows.iter().map(|r| UserId::from_uuid(r.id)).collect();
+        self.db
+            .run(move |s| {
+                async move {
+                    s.begin_transaction().await.map_err(query_err)?;
+                    let outcome = async {
+                        for chunk in rows.chunks(USER_ROWS_PER_STATEMENT) {
+                            s.execute(diesel::insert_into(users::table).values(chunk))
+                                .await?;
+                        }
+                        Ok::<_, diesel::result::Error>(())
+                    }
+                    .await;
+                    s.end_transaction(outcome).await.map_err(query_err)
+                }
+                .boxed()
+            })
+            .await?;
+        Ok(ids)
     }
 
     async fn get_user(&self, id: UserId) -> Result<User, RepositoryError> {
-        let mut conn = self.pool.checkout().await?;
-        reads::user(&mut conn, id.as_uuid())
-            .await
-            .map_err(query_err)?
+        self.db
+            .run(move |s| {
+                async move { reads::user(s, id.as_uuid()).await.map_err(query_err) }.boxed()
+            })
+            .await?
             .map(User::from)
             .ok_or_else(|| Self::not_found(Entity::User, id))
+    }
+}
+
+/// createChat's unit of work: the transaction, and on a foreign-key
+/// violation the query that names the unknown users.
+async fn create_chat_work(
+    s: &mut DbSession,
+    command: &CreateChat,
+    strategy: InsertStrategy,
+    mode: PublishMode,
+    publisher: &dyn EventPublisher,
+    event: Option<&Event>,
+) -> Result<Written, RepositoryError> {
+    s.begin_transaction().await.map_err(query_err)?;
+    let outcome = async {
+        let written = create_chat_inner(s, command, strategy, mode).await?;
+        publish_in_tx(s, publisher, event, mode).await?;
+        Ok::<_, TxError>(written)
+    }
+    .await;
+    let outcome = s.end_transaction(outcome).await;
+    match outcome {
+        Ok(count) => Ok(Written {
+            count,
+            held: s.held_for(),
+        }),
+        // An unknown creator or member: the transaction rolled back, so
+        // nothing is written. Finding out which ids are unknown costs a
+        // query only on this path, never on the happy one.
+        Err(TxError::Db(e)) if is_foreign_key_violation(&e) => {
+            let missing = reads::missing_users(s, &command.member_ids)
+                .await
+                .map_err(query_err)?;
+            Err(if missing.is_empty() {
+                query_err(e)
+            } else {
+                RepositoryError::UnknownUsers(missing)
+            })
+        }
+        Err(e) => Err(tx_err(e)),
     }
 }
 
@@ -175,42 +241,40 @@ impl ChatRepository for PgStore {
         // Off publishes nothing: build no event on that path.
         let event = mode
             .publishes()
-            .then(|| Event::chat_created(&command, mode));
-        let publisher = self.publisher.as_ref();
-        let mut conn = self.pool.checkout().await?;
-        let outcome = conn
-            .transaction(async |c| {
-                let written = create_chat_inner(c, &command, strategy, mode).await?;
-                publish_in_tx(c, publisher, event.as_ref(), mode).await?;
-                Ok::<_, TxError>(written)
-            })
-            .await;
-        let written: WriteCount = match outcome {
-            Ok(written) => written,
-            // An unknown creator or member: the transaction rolled back, so
-            // nothing is written. Finding out which ids are unknown costs a
-            // query only on this path, never on the happy one.
-            Err(TxError::Db(e)) if is_foreign_key_violation(&e) => {
-                let missing = reads::missing_users(&mut conn, &command.member_ids)
-                    .await
-                    .map_err(query_err)?;
-                return Err(if missing.is_empty() {
-                    query_err(e)
-                } else {
-                    RepositoryError::UnknownUsers(missing)
-                });
-            }
-            Err(e) => return Err(tx_err(e)),
+            .then(|| Arc::new(Event::chat_created(&command, mode)));
+        let command = Arc::new(command);
+        let written = {
+            let (command, event, publisher) =
+                (command.clone(), event.clone(), self.publisher.clone());
+            self.db
+                .run(move |s| {
+                    async move {
+                        create_chat_work(
+                            s,
+                            &command,
+                            strategy,
+                            mode,
+                            publisher.as_ref(),
+                            event.as_deref(),
+                        )
+                        .await
+                    }
+                    .boxed()
+                })
+                .await?
         };
-        let held = conn.held_for();
-        drop(conn);
-        self.writes
-            .record(strategy, mode, written.statements, written.rows, held);
+        self.writes.record(
+            strategy,
+            mode,
+            written.count.statements,
+            written.count.rows,
+            written.held,
+        );
         self.after_commit(mode);
-        publish_after_commit(publisher, event.as_ref(), mode).await;
+        publish_after_commit(self.publisher.as_ref(), event.as_deref(), mode).await;
         Ok(ChatCreated {
             id: command.chat_id,
-            name: command.name,
+            name: command.name.clone(),
             member_count: command.member_ids.len(),
             system_message_id: command.system_message_id,
             created_at: command.created_at,
@@ -218,21 +282,25 @@ impl ChatRepository for PgStore {
     }
 
     async fn get_chat(&self, id: ChatId) -> Result<Chat, RepositoryError> {
-        let mut conn = self.pool.checkout().await?;
-        let row = reads::chat(&mut conn, id.as_uuid())
+        self.db
+            .run(move |s| {
+                async move {
+                    let row = reads::chat(s, id.as_uuid())
+                        .await
+                        .map_err(query_err)?
+                        .ok_or_else(|| Self::not_found(Entity::Chat, id))?;
+                    let member_count = reads::member_count(s, row.id).await.map_err(query_err)?;
+                    Ok(Chat {
+                        id: row.id.into(),
+                        name: row.name,
+                        creator_id: row.creator_id.into(),
+                        member_count,
+                        created_at: row.created_at,
+                    })
+                }
+                .boxed()
+            })
             .await
-            .map_err(query_err)?
-            .ok_or_else(|| Self::not_found(Entity::Chat, id))?;
-        let member_count = reads::member_count(&mut conn, row.id)
-            .await
-            .map_err(query_err)?;
-        Ok(Chat {
-            id: row.id.into(),
-            name: row.name,
-            creator_id: row.creator_id.into(),
-            member_count,
-            created_at: row.created_at,
-        })
     }
 
     async fn list_members(
@@ -240,27 +308,77 @@ impl ChatRepository for PgStore {
         chat_id: ChatId,
         page: PageRequest<UserId>,
     ) -> Result<Page<Member, UserId>, RepositoryError> {
-        let mut conn = self.pool.checkout().await?;
-        let rows = reads::members_page(
-            &mut conn,
-            chat_id.as_uuid(),
-            page.cursor.map(|c| c.as_uuid()),
-            page.limit,
-        )
-        .await
-        .map_err(query_err)?;
-        // Every chat has its creator as a member, so an empty first page
-        // means there is no such chat; later pages may be empty legitimately.
-        if rows.is_empty()
-            && !reads::chat_exists(&mut conn, chat_id.as_uuid())
-                .await
-                .map_err(query_err)?
-        {
-            return Err(Self::not_found(Entity::Chat, chat_id));
-        }
+        let rows = self
+            .db
+            .run(move |s| {
+                async move {
+                    let rows = reads::members_page(
+                        s,
+                        chat_id.as_uuid(),
+                        page.cursor.map(|c| c.as_uuid()),
+                        page.limit,
+                    )
+                    .await
+                    .map_err(query_err)?;
+                    // Every chat has its creator as a member, so an empty
+                    // first page means there is no such chat; later pages
+                    // may be empty legitimately.
+                    if rows.is_empty()
+                        && !reads::chat_exists(s, chat_id.as_uuid())
+                            .await
+                            .map_err(query_err)?
+                    {
+                        return Err(Self::not_found(Entity::Chat, chat_id));
+                    }
+                    Ok(rows)
+                }
+                .boxed()
+            })
+            .await?;
         let members: Vec<Member> = rows.into_iter().map(Member::from).collect();
         Ok(Page::from_overfetch(members, page.limit, |m| m.user_id))
     }
+}
+
+/// sendMessage's unit of work: the guarded insert (and the event step of
+/// modes that have one), then, when nothing was inserted, why.
+async fn send_message_work(
+    s: &mut DbSession,
+    insert: InsertTalkIfMember,
+    command: &SendMessage,
+    mode: PublishMode,
+    publisher: &dyn EventPublisher,
+    event: Option<&Event>,
+) -> Result<(), RepositoryError> {
+    let inserted = if mode == PublishMode::Off || mode == PublishMode::AfterCommit {
+        // One statement: no transaction needed.
+        s.execute(insert).await.map_err(query_err)?
+    } else {
+        s.begin_transaction().await.map_err(query_err)?;
+        let outcome = async {
+            let inserted = s.execute(insert).await?;
+            if inserted == 1 {
+                publish_in_tx(s, publisher, event, mode).await?;
+            }
+            Ok::<_, TxError>(inserted)
+        }
+        .await;
+        s.end_transaction(outcome).await.map_err(tx_err)?
+    };
+    if inserted == 0 {
+        let chat_exists = reads::chat_exists(s, command.chat_id.as_uuid())
+            .await
+            .map_err(query_err)?;
+        return Err(if chat_exists {
+            RepositoryError::NotAMember {
+                chat_id: command.chat_id,
+                user_id: command.sender_id,
+            }
+        } else {
+            PgStore::not_found(Entity::Chat, command.chat_id)
+        });
+    }
+    Ok(())
 }
 
 #[async_trait]
@@ -273,8 +391,7 @@ impl MessageRepository for PgStore {
     ) -> Result<Message, RepositoryError> {
         let event = mode
             .publishes()
-            .then(|| Event::message_sent(&command, mode));
-        let publisher = self.publisher.as_ref();
+            .then(|| Arc::new(Event::message_sent(&command, mode)));
         let insert = InsertTalkIfMember {
             id: command.id.as_uuid(),
             chat_id: command.chat_id.as_uuid(),
@@ -283,43 +400,35 @@ impl MessageRepository for PgStore {
             created_at: command.created_at,
             publish_mode: mode.as_str(),
         };
-        let mut conn = self.pool.checkout().await?;
-        let inserted = if mode == PublishMode::Off || mode == PublishMode::AfterCommit {
-            // One statement: no transaction needed.
-            insert.execute(&mut *conn).await.map_err(query_err)?
-        } else {
-            conn.transaction(async |c| {
-                let inserted = insert.execute(c).await?;
-                if inserted == 1 {
-                    publish_in_tx(c, publisher, event.as_ref(), mode).await?;
-                }
-                Ok::<_, TxError>(inserted)
-            })
-            .await
-            .map_err(tx_err)?
-        };
-        if inserted == 0 {
-            let chat_exists = reads::chat_exists(&mut conn, command.chat_id.as_uuid())
-                .await
-                .map_err(query_err)?;
-            return Err(if chat_exists {
-                RepositoryError::NotAMember {
-                    chat_id: command.chat_id,
-                    user_id: command.sender_id,
-                }
-            } else {
-                Self::not_found(Entity::Chat, command.chat_id)
-            });
+        let command = Arc::new(command);
+        {
+            let (command, event, publisher) =
+                (command.clone(), event.clone(), self.publisher.clone());
+            self.db
+                .run(move |s| {
+                    async move {
+                        send_message_work(
+                            s,
+                            insert,
+                            &command,
+                            mode,
+                            publisher.as_ref(),
+                            event.as_deref(),
+                        )
+                        .await
+                    }
+                    .boxed()
+                })
+                .await?;
         }
-        drop(conn);
         self.after_commit(mode);
-        publish_after_commit(publisher, event.as_ref(), mode).await;
+        publish_after_commit(self.publisher.as_ref(), event.as_deref(), mode).await;
         Ok(Message {
             id: command.id,
             chat_id: command.chat_id,
             sender_id: Some(command.sender_id),
             kind: MessageKind::Talk,
-            body: command.body,
+            body: command.body.clone(),
             created_at: command.created_at,
         })
     }
@@ -329,23 +438,31 @@ impl MessageRepository for PgStore {
         chat_id: ChatId,
         page: PageRequest<MessageId>,
     ) -> Result<Page<Message, MessageId>, RepositoryError> {
-        let mut conn = self.pool.checkout().await?;
-        let rows = reads::messages_page(
-            &mut conn,
-            chat_id.as_uuid(),
-            page.cursor.map(|c| c.as_uuid()),
-            page.limit,
-        )
-        .await
-        .map_err(query_err)?;
-        // Every chat has its "room created" message.
-        if rows.is_empty()
-            && !reads::chat_exists(&mut conn, chat_id.as_uuid())
-                .await
-                .map_err(query_err)?
-        {
-            return Err(Self::not_found(Entity::Chat, chat_id));
-        }
+        let rows = self
+            .db
+            .run(move |s| {
+                async move {
+                    let rows = reads::messages_page(
+                        s,
+                        chat_id.as_uuid(),
+                        page.cursor.map(|c| c.as_uuid()),
+                        page.limit,
+                    )
+                    .await
+                    .map_err(query_err)?;
+                    // Every chat has its "room created" message.
+                    if rows.is_empty()
+                        && !reads::chat_exists(s, chat_id.as_uuid())
+                            .await
+                            .map_err(query_err)?
+                    {
+                        return Err(Self::not_found(Entity::Chat, chat_id));
+                    }
+                    Ok(rows)
+                }
+                .boxed()
+            })
+            .await?;
         let messages = reads::to_messages(rows)?;
         Ok(Page::from_overfetch(messages, page.limit, |m| m.id))
     }
@@ -354,11 +471,16 @@ impl MessageRepository for PgStore {
 #[async_trait]
 impl HealthCheck for PgStore {
     async fn ping(&self) -> Result<(), RepositoryError> {
-        let mut conn = self.pool.checkout().await?;
-        diesel::select(1.into_sql::<Integer>())
-            .get_result::<i32>(&mut *conn)
+        self.db
+            .run(|s| {
+                async move {
+                    s.get_result::<_, i32>(diesel::select(1.into_sql::<Integer>()))
+                        .await
+                        .map_err(query_err)?;
+                    Ok(())
+                }
+                .boxed()
+            })
             .await
-            .map_err(query_err)?;
-        Ok(())
     }
 }

@@ -32,7 +32,43 @@ pub struct HoldLabel {
     pub publish_mode: &'static str,
 }
 
-/// Counters of the createChat write path.
+/// What an import job writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImportKind {
+    /// Chat members.
+    Members,
+    /// Messages.
+    Messages,
+}
+
+impl ImportKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Members => "members",
+            Self::Messages => "messages",
+        }
+    }
+}
+
+/// Labels of the import row counter.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ImportRowsLabel {
+    /// `members` or `messages`.
+    pub kind: &'static str,
+    /// `per_row`, `batch` or `unnest`.
+    pub strategy: &'static str,
+}
+
+/// Labels of the import chunk counter.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ImportChunkLabel {
+    /// `members` or `messages`.
+    pub kind: &'static str,
+    /// `committed` or `failed`.
+    pub outcome: &'static str,
+}
+
+/// Counters of the createChat write path, and of import jobs.
 #[derive(Debug, Clone)]
 pub struct WriteMetrics {
     /// INSERT statements executed by committed createChat transactions.
@@ -46,6 +82,10 @@ pub struct WriteMetrics {
     /// strategy and publish mode: the pool's own use-time histogram mixes
     /// every checkout, this one lets a run that mixes them compare them.
     pub connection_hold: Family<HoldLabel, Histogram, fn() -> Histogram>,
+    /// Rows committed by import chunks.
+    pub import_rows: Family<ImportRowsLabel, Counter>,
+    /// Import chunks, by outcome.
+    pub import_chunks: Family<ImportChunkLabel, Counter>,
 }
 
 fn new_histogram() -> Histogram {
@@ -60,6 +100,8 @@ impl WriteMetrics {
             rows: Family::default(),
             chats: Family::default(),
             connection_hold: Family::new_with_constructor(new_histogram),
+            import_rows: Family::default(),
+            import_chunks: Family::default(),
         };
         registry.register(
             "chatlab_create_chat_statements",
@@ -82,7 +124,41 @@ impl WriteMetrics {
             Unit::Seconds,
             m.connection_hold.clone(),
         );
+        registry.register(
+            "chatlab_import_rows_inserted",
+            "Rows committed by import jobs, by kind and strategy",
+            m.import_rows.clone(),
+        );
+        registry.register(
+            "chatlab_import_chunks",
+            "Import chunks (one transaction each), by kind and outcome",
+            m.import_chunks.clone(),
+        );
         Arc::new(m)
+    }
+
+    /// Records one import chunk.
+    pub(crate) fn record_import(
+        &self,
+        kind: ImportKind,
+        strategy: InsertStrategy,
+        committed: bool,
+        count: crate::create_chat::WriteCount,
+    ) {
+        self.import_chunks
+            .get_or_create(&ImportChunkLabel {
+                kind: kind.as_str(),
+                outcome: if committed { "committed" } else { "failed" },
+            })
+            .inc();
+        if committed {
+            self.import_rows
+                .get_or_create(&ImportRowsLabel {
+                    kind: kind.as_str(),
+                    strategy: strategy.as_str(),
+                })
+                .inc_by(count.rows);
+        }
     }
 
     /// Records one committed createChat.

@@ -3,11 +3,16 @@
 //! not a chat with no members.
 
 mod chats;
+mod imports;
 mod messages;
 mod users;
 
 pub use chats::{
     ChatCreatedResponse, ChatResponse, CreateChatRequest, MemberResponse, MembersPage, MembersQuery,
+};
+pub use imports::{
+    ChunkResponse, ImportMembersRequest, ImportMessagesRequest, ImportResponse,
+    ImportedMessageRequest,
 };
 pub use messages::{MessageResponse, MessagesPage, MessagesQuery, SendMessageRequest};
 pub use users::{BulkUsersRequest, BulkUsersResponse, CreateUserRequest, UserResponse};

@@ -5,6 +5,7 @@
 mod audit;
 mod chats;
 mod health;
+mod imports;
 mod messages;
 mod metrics;
 mod users;
@@ -23,7 +24,9 @@ pub fn configure(cfg: &mut ServiceConfig) {
             .service(chats::get_chat)
             .service(chats::list_members)
             .service(messages::send_message)
-            .service(messages::list_messages),
+            .service(messages::list_messages)
+            .service(imports::import_members)
+            .service(imports::import_messages),
     )
     .service(health::healthz)
     .service(health::readyz)

@@ -5,6 +5,7 @@
 mod chats;
 mod errors;
 mod events;
+mod imports;
 mod messages;
 mod operations;
 mod pool;

@@ -5,9 +5,11 @@
 //! marks raw SQL unsafe to cache, since it cannot know the text is fixed.)
 
 mod insert_members_unnest;
+mod insert_messages_unnest;
 mod insert_outbox_row;
 mod insert_talk_if_member;
 
 pub use insert_members_unnest::InsertMembersUnnest;
+pub use insert_messages_unnest::InsertMessagesUnnest;
 pub use insert_outbox_row::{InsertOutboxRow, RELAY_LOCK_CLASS, WRITER_LOCK_CLASS, lock_key};
 pub use insert_talk_if_member::InsertTalkIfMember;

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 mod create_chat;
+mod imports;
 mod messages;
 mod pool_metrics;
 mod support;

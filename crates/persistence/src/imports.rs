@@ -1,0 +1,312 @@
+//! Bulk import jobs: rows split into chunks, one transaction per chunk,
+//! up to `parallelism` chunks at once (each on its own connection, so the
+//! pool bounds the real concurrency).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use diesel::prelude::*;
+use futures_util::{FutureExt, StreamExt};
+use tracing::instrument;
+use uuid::Uuid;
+
+use chatlab_domain::{
+    ChunkFailure, ChunkRange, Entity, ImportMembers, ImportMessages, ImportPlan, ImportReport,
+    ImportRepository, InsertStrategy, MessageKind, PublishMode, RepositoryError, UserId,
+};
+
+use crate::create_chat::{WriteCount, insert_members, rows_per_statement};
+use crate::error_mapping::is_foreign_key_violation;
+use crate::errors::PersistenceError;
+use crate::models::MessageRow;
+use crate::queries::InsertMessagesUnnest;
+use crate::reads;
+use crate::schema::{chat_members, messages};
+use crate::session::DbSession;
+use crate::store::PgStore;
+use crate::write_metrics::ImportKind;
+
+/// Message rows per batch statement: 9,362 (seven columns each).
+const MESSAGE_ROWS_PER_STATEMENT: usize = rows_per_statement(7);
+
+/// The rows of one job, shared by its chunks.
+enum Rows {
+    Members {
+        chat_id: Uuid,
+        joined_at: DateTime<Utc>,
+        user_ids: Vec<Uuid>,
+    },
+    Messages(Vec<MessageRow>),
+}
+
+impl Rows {
+    fn kind(&self) -> ImportKind {
+        match self {
+            Self::Members { .. } => ImportKind::Members,
+            Self::Messages(_) => ImportKind::Messages,
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Self::Members { user_ids, .. } => user_ids.len(),
+            Self::Messages(rows) => rows.len(),
+        }
+    }
+
+    /// Writes one chunk's rows (the caller holds the transaction).
+    async fn write(
+        &self,
+        s: &mut DbSession,
+        chunk: ChunkRange,
+        strategy: InsertStrategy,
+    ) -> QueryResult<WriteCount> {
+        let range = chunk.row_range();
+        match self {
+            Self::Members {
+                chat_id,
+                joined_at,
+                user_ids,
+            } => insert_members(s, *chat_id, &user_ids[range], *joined_at, strategy).await,
+            Self::Messages(rows) => insert_messages(s, &rows[range], strategy).await,
+        }
+    }
+}
+
+/// Inserts message rows by `strategy`.
+async fn insert_messages(
+    s: &mut DbSession,
+    rows: &[MessageRow],
+    strategy: InsertStrategy,
+) -> QueryResult<WriteCount> {
+    let mut count = WriteCount::default();
+    match strategy {
+        InsertStrategy::PerRow => {
+            for row in rows {
+                count.rows += s
+                    .execute(diesel::insert_into(messages::table).values(row))
+                    .await? as u64;
+                count.statements += 1;
+            }
+        }
+        InsertStrategy::Batch => {
+            for part in rows.chunks(MESSAGE_ROWS_PER_STATEMENT) {
+                count.rows += s
+                    .execute(diesel::insert_into(messages::table).values(part))
+                    .await? as u64;
+                count.statements += 1;
+            }
+        }
+        InsertStrategy::Unnest => {
+            let Some(first) = rows.first() else {
+                return Ok(count);
+            };
+            count.rows += s
+                .execute(InsertMessagesUnnest {
+                    chat_id: first.chat_id,
+                    ids: rows.iter().map(|r| r.id).collect(),
+                    sender_ids: rows.iter().filter_map(|r| r.sender_id).collect(),
+                    bodies: rows.iter().map(|r| r.body.clone()).collect(),
+                    created_at: rows.iter().map(|r| r.created_at).collect(),
+                })
+                .await? as u64;
+            count.statements += 1;
+        }
+    }
+    Ok(count)
+}
+
+/// One chunk as one transaction.
+async fn write_chunk(
+    s: &mut DbSession,
+    rows: &Rows,
+    chunk: ChunkRange,
+    strategy: InsertStrategy,
+) -> Result<WriteCount, RepositoryError> {
+    s.begin_transaction().await.map_err(query_err)?;
+    let outcome = rows.write(s, chunk, strategy).await;
+    match s.end_transaction(outcome).await {
+        Ok(count) => Ok(count),
+        // An unknown user: the chunk rolled back; name the users, as
+        // createChat does, with a query only on this path.
+        Err(e) if is_foreign_key_violation(&e) => {
+            if let Rows::Members { user_ids, .. } = rows {
+                let ids: Vec<UserId> = user_ids[chunk.row_range()]
+                    .iter()
+                    .map(|id| UserId::from_uuid(*id))
+                    .collect();
+                let missing = reads::missing_users(s, &ids).await.map_err(query_err)?;
+                if !missing.is_empty() {
+                    return Err(RepositoryError::UnknownUsers(missing));
+                }
+            }
+            Err(query_err(e))
+        }
+        Err(e) => Err(query_err(e)),
+    }
+}
+
+fn query_err(e: diesel::result::Error) -> RepositoryError {
+    PersistenceError::Query(e).into()
+}
+
+impl PgStore {
+    /// Runs the chunks of a job and reports what committed.
+    async fn run_chunks(
+        &self,
+        rows: Rows,
+        plan: ImportPlan,
+        strategy: InsertStrategy,
+    ) -> ImportReport {
+        let requested = rows.len();
+        let kind = rows.kind();
+        let rows = Arc::new(rows);
+        let stopped = Arc::new(AtomicBool::new(false));
+        let outcomes: Vec<(ChunkRange, Option<Result<WriteCount, RepositoryError>>)> =
+            futures_util::stream::iter(plan.chunks(requested))
+                .map(|chunk| {
+                    let (rows, stopped, db) = (rows.clone(), stopped.clone(), self.db().clone());
+                    async move {
+                        // A chunk not yet started when another failed is
+                        // not run: the report then says exactly where the
+                        // job stopped.
+                        if stopped.load(Ordering::Acquire) {
+                            return (chunk, None);
+                        }
+                        let written = db
+                            .run(move |s| {
+                                async move { write_chunk(s, &rows, chunk, strategy).await }.boxed()
+                            })
+                            .await;
+                        if written.is_err() {
+                            stopped.store(true, Ordering::Release);
+                        }
+                        (chunk, Some(written))
+                    }
+                })
+                .buffer_unordered(plan.parallelism.max(1))
+                .collect()
+                .await;
+        let mut committed = Vec::new();
+        let mut failure: Option<ChunkFailure> = None;
+        for (chunk, outcome) in outcomes {
+            match outcome {
+                Some(Ok(count)) => {
+                    self.writes().record_import(kind, strategy, true, count);
+                    committed.push(chunk);
+                }
+                Some(Err(error)) => {
+                    self.writes()
+                        .record_import(kind, strategy, false, WriteCount::default());
+                    if failure.as_ref().is_none_or(|f| f.chunk.index > chunk.index) {
+                        failure = Some(ChunkFailure { chunk, error });
+                    }
+                }
+                None => {}
+            }
+        }
+        committed.sort_by_key(|c| c.index);
+        ImportReport {
+            requested,
+            plan,
+            committed,
+            failure,
+        }
+    }
+}
+
+#[async_trait]
+impl ImportRepository for PgStore {
+    #[instrument(skip_all, fields(chat_id = %job.chat_id, rows = job.user_ids.len(),
+        chunk_size = job.plan.chunk_size, parallelism = job.plan.parallelism))]
+    async fn import_members(
+        &self,
+        job: ImportMembers,
+        strategy: InsertStrategy,
+    ) -> Result<ImportReport, RepositoryError> {
+        let chat_id = job.chat_id;
+        let exists = self
+            .db()
+            .run(move |s| {
+                async move {
+                    reads::chat_exists(s, chat_id.as_uuid())
+                        .await
+                        .map_err(query_err)
+                }
+                .boxed()
+            })
+            .await?;
+        if !exists {
+            return Err(PgStore::not_found(Entity::Chat, chat_id));
+        }
+        let rows = Rows::Members {
+            chat_id: chat_id.as_uuid(),
+            joined_at: job.joined_at,
+            user_ids: job.user_ids.iter().map(|id| id.as_uuid()).collect(),
+        };
+        Ok(self.run_chunks(rows, job.plan, strategy).await)
+    }
+
+    #[instrument(skip_all, fields(chat_id = %job.chat_id, rows = job.messages.len(),
+        chunk_size = job.plan.chunk_size, parallelism = job.plan.parallelism))]
+    async fn import_messages(
+        &self,
+        job: ImportMessages,
+        strategy: InsertStrategy,
+    ) -> Result<ImportReport, RepositoryError> {
+        let chat_id = job.chat_id;
+        let senders: Vec<Uuid> = job.senders().iter().map(|id| id.as_uuid()).collect();
+        // The chat must exist and every sender be a member; checked once,
+        // before any chunk, in one round trip each.
+        let non_member = self
+            .db()
+            .run(move |s| {
+                async move {
+                    if !reads::chat_exists(s, chat_id.as_uuid())
+                        .await
+                        .map_err(query_err)?
+                    {
+                        return Err(PgStore::not_found(Entity::Chat, chat_id));
+                    }
+                    let members: HashSet<Uuid> = s
+                        .load::<_, Uuid>(
+                            chat_members::table
+                                .filter(chat_members::chat_id.eq(chat_id.as_uuid()))
+                                .filter(chat_members::user_id.eq_any(senders.clone()))
+                                .select(chat_members::user_id),
+                        )
+                        .await
+                        .map_err(query_err)?
+                        .into_iter()
+                        .collect();
+                    Ok(senders.into_iter().find(|id| !members.contains(id)))
+                }
+                .boxed()
+            })
+            .await?;
+        if let Some(user) = non_member {
+            return Err(RepositoryError::NotAMember {
+                chat_id,
+                user_id: user.into(),
+            });
+        }
+        let rows = Rows::Messages(
+            job.messages
+                .into_iter()
+                .map(|m| MessageRow {
+                    id: m.id.as_uuid(),
+                    chat_id: chat_id.as_uuid(),
+                    sender_id: Some(m.sender_id.as_uuid()),
+                    kind: MessageKind::Talk.as_str().to_owned(),
+                    body: m.body,
+                    created_at: m.created_at,
+                    publish_mode: PublishMode::Off.as_str().to_owned(),
+                })
+                .collect(),
+        );
+        Ok(self.run_chunks(rows, job.plan, strategy).await)
+    }
+}
