@@ -32,6 +32,11 @@ ifeq ($(QUICK),1)
   RAMP_ARGS := --stages 5:1s,10:1s,15:1s,20:1s --seed-users 300
   BASELINE_ARGS := --clients 4 --duration 2s --seed-users 300
   CROSSCHECK_ARGS := --vus 8 --duration 2s --tolerance 100
+  POOL_ARGS := --vus 10,40 --duration 2s --warmup 1s --seed-users 300
+  POOLSIZE_ARGS := --pool-sizes 5,10 --vus 5,20 --duration 2s --warmup 1s --seed-users 300
+  DRIVER_ARGS := --vus 5,20 --duration 2s --warmup 1s --seed-users 300
+  BULK_ARGS := --pool-sizes 10 --scenario import:1000:500:1,import:1000:500:4 --duration 2s --warmup 0s --seed-users 300
+  CONCURRENCY_ARGS := --vus 10,100 --duration 2s --warmup 1s --seed-users 300
 else
   DEMO_ARGS := --vus 20 --duration 8s --warmup 3s
   LOADTEST_ARGS := --vus 40 --duration 20s
@@ -40,10 +45,17 @@ else
   RAMP_ARGS := --stages 85:30s,200:30s,300:30s,400:30s
   BASELINE_ARGS := --clients 8,20 --duration 15s
   CROSSCHECK_ARGS := --vus 32 --duration 10s
+  POOL_ARGS := --vus 50,400 --duration 20s --warmup 3s
+  POOLSIZE_ARGS := --pool-sizes 5,10,20,40 --vus 10,25,50,100,200 --duration 10s --warmup 3s
+  DRIVER_ARGS := --vus 10,50,200 --duration 15s --warmup 3s
+  BULK_ARGS := --pool-sizes 10,30,60 --duration 5s --warmup 0s \
+      --scenario $(shell for n in 1000 10000 100000; do for p in 1 4 8; do printf 'import:%s:1000:%s,' $$n $$p; done; done | sed 's/,$$//')
+  CONCURRENCY_ARGS := --vus 10,100,1000 --duration 10s --warmup 3s
 endif
 
 .PHONY: demo loadtest loadtest-create loadtest-seed001 loadtest-ramp bench-baseline \
-        loadtest-crosscheck loadtest-smoke load-build load-db
+        loadtest-crosscheck loadtest-pool loadtest-poolsize loadtest-driver loadtest-concurrency \
+        loadtest-smoke load-build load-db
 .PHONY: help run build release test fmt fmt-check lint layering openapi openapi-check \
         docker-check k6-check db db-stop broker broker-stop ci clean-testdbs
 
@@ -95,8 +107,31 @@ loadtest-crosscheck: load-build load-db ## wrk and chatlab-load on the same GET:
 	@command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
 	$(LOAD) crosscheck --spawn 1 --database-url $(LOAD_DATABASE_URL) $(CROSSCHECK_ARGS)
 
+loadtest-pool: load-build load-db ## Seed 000: pooled vs DB_POOL=off at 50 and 400 VUs, with think time 1 s and without
+	$(LOAD) matrix --name pool --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario mix \
+	    --strategies - --variant pooled --variant unpooled:DB_POOL=off --think-time 1s $(POOL_ARGS)
+	$(MAKE) --no-print-directory load-db
+	$(LOAD) matrix --name pool-stress --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario mix \
+	    --strategies - --variant pooled --variant unpooled:DB_POOL=off $(POOL_ARGS)
+
+loadtest-poolsize: load-build load-db ## Pool size 5/10/20/40 x VUs 10..200 on createChat (batch, 50 members): where pending appears
+	$(LOAD) matrix --name poolsize --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario create-chat \
+	    --members 50 --strategies batch $(POOLSIZE_ARGS)
+
+loadtest-driver: load-build load-db ## Seed 003/004: async vs blocking driver on createChat, then on bulk import jobs (dataSize x pool x parallelism)
+	$(LOAD) matrix --name driver --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario create-chat \
+	    --members 50 --strategies batch --variant async:DB_DRIVER=async --variant blocking:DB_DRIVER=blocking $(DRIVER_ARGS)
+	$(MAKE) --no-print-directory load-db
+	$(LOAD) matrix --name driver-bulk --spawn 1 --database-url $(LOAD_DATABASE_URL) --vus 1 \
+	    --strategies batch --variant async:DB_DRIVER=async --variant blocking:DB_DRIVER=blocking $(BULK_ARGS)
+
+loadtest-concurrency: load-build load-db ## Seed 002: 10, 100, 1000 concurrent connections on a read, per driver
+	$(LOAD) matrix --name concurrency --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario read-messages \
+	    --strategies - --variant async:DB_DRIVER=async --variant blocking:DB_DRIVER=blocking $(CONCURRENCY_ARGS)
+
 loadtest-smoke: ## Every load target once, a few seconds each (CI)
-	$(MAKE) QUICK=1 demo loadtest loadtest-create loadtest-seed001 loadtest-ramp bench-baseline loadtest-crosscheck
+	$(MAKE) QUICK=1 demo loadtest loadtest-create loadtest-seed001 loadtest-ramp bench-baseline loadtest-crosscheck \
+	    loadtest-pool loadtest-poolsize loadtest-driver loadtest-concurrency
 
 db: ## Start PostgreSQL if nothing answers, and create the chatlab database
 	@DATABASE_URL=$(DATABASE_URL) scripts/ensure-postgres.sh $(notdir $(firstword $(subst ?, ,$(DATABASE_URL))))

@@ -92,11 +92,65 @@ fn group(
     map.into_iter().collect()
 }
 
-/// The experiment's standard charts: throughput and p95 against VUs (one
-/// line per strategy and member count), connection use time against members
-/// (one line per strategy, at the highest VU count). Returns the file names.
+/// HikariCP's `cores × 2 + 1` on this machine: chatlab's default pool size,
+/// marked in chart legends.
+fn default_pool_size() -> u32 {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    u32::try_from(cores * 2 + 1).unwrap_or(u32::MAX)
+}
+
+/// A line's name: the dimensions that vary across `cells`, except the one
+/// on the x axis.
+fn line_namer(cells: &[CellResult]) -> impl Fn(&CellResult) -> String {
+    let varies = |f: &dyn Fn(&CellResult) -> String| {
+        cells
+            .iter()
+            .map(f)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+            > 1
+    };
+    let server = varies(&|c| c.server.clone());
+    let pool = varies(&|c| c.pool_size.to_string());
+    let scenario = varies(&|c| c.scenario.clone());
+    let strategy = varies(&|c| c.strategy.clone()) || !(server || pool || scenario);
+    let members = varies(&|c| c.members.to_string());
+    let mode = varies(&|c| c.publish_mode.clone());
+    let default_pool = default_pool_size();
+    move |c: &CellResult| {
+        let mut parts = Vec::new();
+        if server {
+            parts.push(c.server.clone());
+        }
+        if pool {
+            parts.push(if c.pool_size == default_pool {
+                format!("pool={} (default: cores×2+1)", c.pool_size)
+            } else {
+                format!("pool={}", c.pool_size)
+            });
+        }
+        if scenario {
+            parts.push(c.scenario.clone());
+        }
+        if strategy {
+            parts.push(c.strategy.clone());
+        }
+        if members {
+            parts.push(format!("m={}", c.members));
+        }
+        if mode {
+            parts.push(c.publish_mode.clone());
+        }
+        parts.join(" ")
+    }
+}
+
+/// The experiment's standard charts: throughput, p95 and peak pending
+/// requests against VUs (one line per combination of the dimensions that
+/// vary), connection use time against members, and for import jobs rows
+/// per second against parallelism. Returns the file names.
 pub fn standard(dir: &Path, cells: &[CellResult]) -> Result<Vec<String>, String> {
-    let line = |c: &CellResult| format!("{} m={} {}", c.strategy, c.members, c.publish_mode);
+    let line = line_namer(cells);
     let mut written = Vec::new();
     let vus_values: std::collections::BTreeSet<usize> = cells.iter().map(|c| c.vus).collect();
     if vus_values.len() > 1 {
@@ -105,17 +159,25 @@ pub fn standard(dir: &Path, cells: &[CellResult]) -> Result<Vec<String>, String>
             "Throughput vs virtual users",
             "virtual users",
             "requests per second",
-            &group(cells, line, |c| (c.vus as f64, c.throughput_rps)),
+            &group(cells, &line, |c| (c.vus as f64, c.throughput_rps)),
         )?;
         line_chart(
             &dir.join("p95_vs_vus.svg"),
             "p95 latency vs virtual users",
             "virtual users",
             "p95 latency (ms)",
-            &group(cells, line, |c| (c.vus as f64, c.p95_ms)),
+            &group(cells, &line, |c| (c.vus as f64, c.p95_ms)),
+        )?;
+        line_chart(
+            &dir.join("pending_vs_vus.svg"),
+            "Requests waiting for a connection (peak) vs virtual users",
+            "virtual users",
+            "pending requests, peak per server",
+            &group(cells, &line, |c| (c.vus as f64, c.pending_max)),
         )?;
         written.push("throughput_vs_vus.svg".to_owned());
         written.push("p95_vs_vus.svg".to_owned());
+        written.push("pending_vs_vus.svg".to_owned());
     }
     let members: std::collections::BTreeSet<usize> = cells.iter().map(|c| c.members).collect();
     if members.len() > 1 {
@@ -133,6 +195,33 @@ pub fn standard(dir: &Path, cells: &[CellResult]) -> Result<Vec<String>, String>
             ),
         )?;
         written.push("use_time_vs_members.svg".to_owned());
+    }
+    let imports: Vec<(CellResult, usize, usize)> = cells
+        .iter()
+        .filter_map(|c| {
+            let mut it = c.scenario.strip_prefix("import:")?.split(':');
+            let rows = it.next()?.parse().ok()?;
+            let parallelism = it.nth(1)?.parse().ok()?;
+            Some((c.clone(), rows, parallelism))
+        })
+        .collect();
+    let parallelisms: std::collections::BTreeSet<usize> =
+        imports.iter().map(|(_, _, p)| *p).collect();
+    if parallelisms.len() > 1 {
+        let mut map: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+        for (c, rows, parallelism) in &imports {
+            map.entry(format!("{} rows={rows} pool={}", c.server, c.pool_size))
+                .or_default()
+                .push((*parallelism as f64, c.rows_per_s));
+        }
+        line_chart(
+            &dir.join("import_rows_per_s_vs_parallelism.svg"),
+            "Import jobs: rows written per second vs parallelism",
+            "chunks in flight (parallelism)",
+            "rows per second",
+            &map.into_iter().collect::<Vec<_>>(),
+        )?;
+        written.push("import_rows_per_s_vs_parallelism.svg".to_owned());
     }
     Ok(written)
 }
@@ -163,7 +252,7 @@ mod tests {
             }
         }
         let files = standard(&dir, &cells).unwrap();
-        assert_eq!(files.len(), 3);
+        assert_eq!(files.len(), 4);
         for f in files {
             let svg = std::fs::read_to_string(dir.join(&f)).unwrap();
             assert!(svg.starts_with("<svg") && svg.contains("per_row"), "{f}");

@@ -25,13 +25,52 @@ pub enum Servers {
     Spawn(FleetSpec),
 }
 
+/// A server configuration the matrix compares: a name and the env it adds
+/// to spawned servers (`async:DB_DRIVER=async`, `unpooled:DB_POOL=off`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerVariant {
+    /// Its name in tables and charts (`-`: the servers as they are).
+    pub name: String,
+    /// Extra env of its servers.
+    pub env: Vec<(String, String)>,
+}
+
+impl std::str::FromStr for ServerVariant {
+    type Err = String;
+
+    /// `NAME` or `NAME:KEY=VALUE+KEY=VALUE`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (name, env) = s.split_once(':').unwrap_or((s, ""));
+        if name.is_empty() {
+            return Err(format!(
+                "{s:?}: a variant needs a name, e.g. blocking:DB_DRIVER=blocking"
+            ));
+        }
+        let env = env
+            .split('+')
+            .filter(|kv| !kv.is_empty())
+            .map(|kv| {
+                kv.split_once('=')
+                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                    .ok_or_else(|| format!("{kv:?} is not KEY=VALUE"))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Self {
+            name: name.to_owned(),
+            env,
+        })
+    }
+}
+
 /// The matrix.
 #[derive(Debug, Clone)]
 pub struct MatrixSpec {
     /// Where.
     pub servers: Servers,
-    /// Scenario of every cell.
-    pub scenario: Scenario,
+    /// Server configurations (spawned servers restart with each).
+    pub variants: Vec<ServerVariant>,
+    /// Scenarios; each is a dimension of the grid.
+    pub scenarios: Vec<Scenario>,
     /// Insert strategies (sent in the override header).
     pub strategies: Vec<String>,
     /// Members per chat.
@@ -106,7 +145,9 @@ pub async fn measure(
 /// A cell's identity.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct Key {
+    variant: usize,
     pool: u32,
+    scenario: usize,
     members: usize,
     vus: usize,
     mode_index: usize,
@@ -133,11 +174,15 @@ pub async fn run_matrix(
     let mut acc: BTreeMap<Key, Accumulated> = BTreeMap::new();
     let mut user_pool: Vec<uuid::Uuid> = Vec::new();
     let mut server_count = 0;
-    for &pool in &spec.pool_sizes {
+    let fleets: Vec<(usize, u32)> = (0..spec.variants.len())
+        .flat_map(|v| spec.pool_sizes.iter().map(move |&p| (v, p)))
+        .collect();
+    for (variant, pool) in fleets {
         let (fleet, targets, pids) = match &spec.servers {
             Servers::External(urls) => (None, urls.clone(), vec![None; urls.len()]),
             Servers::Spawn(fleet_spec) => {
                 let mut fs = fleet_spec.clone();
+                fs.env.extend(spec.variants[variant].env.iter().cloned());
                 if pool > 0 {
                     fs.env.push(("DB_POOL_MAX_SIZE".into(), pool.to_string()));
                 }
@@ -149,6 +194,7 @@ pub async fn run_matrix(
         server_count = targets.len();
         let first = targets.first().ok_or("no target server")?.clone();
         let max_members = spec.members.iter().copied().max().unwrap_or(2);
+        let needs_chats = spec.scenarios.iter().find(|s| s.needs_chats());
         let seeded = seed(
             client,
             &first,
@@ -157,16 +203,17 @@ pub async fn run_matrix(
                 users: spec.seed_users.max(max_members * 4),
                 chats: 50,
             },
-            &spec.scenario,
+            needs_chats.unwrap_or(&Scenario::CreateChat),
         )
         .await?;
         user_pool.clone_from(&seeded.users);
+        let first_scenario = spec.scenarios.first().ok_or("no scenario")?;
         if !spec.warmup.is_zero() {
-            let work = Arc::new(Workload {
-                scenario: spec.scenario.clone(),
-                seeded: seeded.clone(),
-                members: max_members,
-            });
+            let work = Arc::new(Workload::new(
+                first_scenario.clone(),
+                seeded.clone(),
+                max_members,
+            ));
             let warm_variants = variants_for(&spec.strategies, None);
             let _ = runner::run(
                 client.clone(),
@@ -182,83 +229,86 @@ pub async fn run_matrix(
             )
             .await;
         }
-        for &members in &spec.members {
-            let work = Arc::new(Workload {
-                scenario: spec.scenario.clone(),
-                seeded: seeded.clone(),
-                members,
-            });
-            for &vus in &spec.vus {
-                for (mode_index, mode) in spec.publish_modes.iter().enumerate() {
-                    let mode_header = (mode != "-").then(|| mode.clone());
-                    for round in 0..spec.rounds.max(1) {
-                        let runs: Vec<Vec<String>> = if spec.mix_strategies {
-                            vec![spec.strategies.clone()]
-                        } else if round % 2 == 0 {
-                            spec.strategies.iter().map(|s| vec![s.clone()]).collect()
-                        } else {
-                            spec.strategies
-                                .iter()
-                                .rev()
-                                .map(|s| vec![s.clone()])
-                                .collect()
-                        };
-                        for strategies in runs {
-                            let label = format!(
-                                "pool={pool} m={members} vus={vus} {mode} {} r{}",
-                                strategies.join("+"),
-                                round + 1
-                            );
-                            let variants = variants_for(&strategies, mode_header.clone());
-                            let watched = Watched {
-                                targets: targets.clone(),
-                                pids: pids.clone(),
-                                sample_interval: spec.sample_interval,
-                            };
-                            let (outcome, stats) = measure(
-                                client,
-                                &watched,
-                                work.clone(),
-                                variants,
-                                closed(vus, spec.duration, spec.think_time),
-                                &label,
-                            )
-                            .await;
-                            eprintln!(
-                                "{label}: {:.0} req/s, p95 {:.1} ms, errors {}",
-                                outcome.total().requests() as f64 / outcome.elapsed.as_secs_f64(),
-                                outcome.total().latencies.quantile_ms(0.95),
-                                outcome.total().error_count()
-                            );
-                            for (i, strategy) in strategies.iter().enumerate() {
-                                let strategy_index = spec
-                                    .strategies
+        for (scenario_index, scenario) in spec.scenarios.iter().enumerate() {
+            for &members in &spec.members {
+                let work = Arc::new(Workload::new(scenario.clone(), seeded.clone(), members));
+                for &vus in &spec.vus {
+                    for (mode_index, mode) in spec.publish_modes.iter().enumerate() {
+                        let mode_header = (mode != "-").then(|| mode.clone());
+                        for round in 0..spec.rounds.max(1) {
+                            let runs: Vec<Vec<String>> = if spec.mix_strategies {
+                                vec![spec.strategies.clone()]
+                            } else if round % 2 == 0 {
+                                spec.strategies.iter().map(|s| vec![s.clone()]).collect()
+                            } else {
+                                spec.strategies
                                     .iter()
-                                    .position(|s| s == strategy)
-                                    .unwrap_or(0);
-                                let a = acc
-                                    .entry(Key {
-                                        pool,
-                                        members,
-                                        vus,
-                                        mode_index,
-                                        strategy_index,
-                                        mode: mode.clone(),
-                                        strategy: strategy.clone(),
-                                    })
-                                    .or_default();
-                                if let Some(v) = outcome.variants.get(i) {
-                                    a.client.latencies.merge(&v.latencies);
-                                    for (s, n) in &v.errors {
-                                        *a.client.errors.entry(*s).or_default() += n;
+                                    .rev()
+                                    .map(|s| vec![s.clone()])
+                                    .collect()
+                            };
+                            for strategies in runs {
+                                let label = format!(
+                                    "{} pool={pool} {} m={members} vus={vus} {mode} {} r{}",
+                                    spec.variants[variant].name,
+                                    scenario_name(scenario),
+                                    strategies.join("+"),
+                                    round + 1
+                                );
+                                let variants = variants_for(&strategies, mode_header.clone());
+                                let watched = Watched {
+                                    targets: targets.clone(),
+                                    pids: pids.clone(),
+                                    sample_interval: spec.sample_interval,
+                                };
+                                let (outcome, stats) = measure(
+                                    client,
+                                    &watched,
+                                    work.clone(),
+                                    variants,
+                                    closed(vus, spec.duration, spec.think_time),
+                                    &label,
+                                )
+                                .await;
+                                eprintln!(
+                                    "{label}: {:.0} req/s, p95 {:.1} ms, errors {}",
+                                    outcome.total().requests() as f64
+                                        / outcome.elapsed.as_secs_f64(),
+                                    outcome.total().latencies.quantile_ms(0.95),
+                                    outcome.total().error_count()
+                                );
+                                for (i, strategy) in strategies.iter().enumerate() {
+                                    let strategy_index = spec
+                                        .strategies
+                                        .iter()
+                                        .position(|s| s == strategy)
+                                        .unwrap_or(0);
+                                    let a = acc
+                                        .entry(Key {
+                                            variant,
+                                            pool,
+                                            scenario: scenario_index,
+                                            members,
+                                            vus,
+                                            mode_index,
+                                            strategy_index,
+                                            mode: mode.clone(),
+                                            strategy: strategy.clone(),
+                                        })
+                                        .or_default();
+                                    if let Some(v) = outcome.variants.get(i) {
+                                        a.client.latencies.merge(&v.latencies);
+                                        for (s, n) in &v.errors {
+                                            *a.client.errors.entry(*s).or_default() += n;
+                                        }
                                     }
+                                    a.elapsed += outcome.elapsed.as_secs_f64();
+                                    a.dropped += outcome.dropped;
+                                    if let Some(h) = stats.hold_by_strategy.get(strategy) {
+                                        a.hold = a.hold.add(h);
+                                    }
+                                    a.stats.push(stats.clone());
                                 }
-                                a.elapsed += outcome.elapsed.as_secs_f64();
-                                a.dropped += outcome.dropped;
-                                if let Some(h) = stats.hold_by_strategy.get(strategy) {
-                                    a.hold = a.hold.add(h);
-                                }
-                                a.stats.push(stats.clone());
                             }
                         }
                     }
@@ -294,6 +344,7 @@ pub async fn run_matrix(
                         eprintln!("pgbench {strategy} m={members} clients={clients}: {tps:.0} tps");
                         for (key, a) in acc.iter_mut() {
                             if key.pool == pool
+                                && key.variant == variant
                                 && key.members == members
                                 && key.vus == vus
                                 && &key.strategy == strategy
@@ -308,10 +359,12 @@ pub async fn run_matrix(
     }
     let mut cells = Vec::new();
     for (key, a) in acc {
+        let scenario = &spec.scenarios[key.scenario];
         let mut cell = CellResult {
+            server: spec.variants[key.variant].name.clone(),
             strategy: key.strategy.clone(),
             publish_mode: key.mode.clone(),
-            scenario: scenario_name(&spec.scenario),
+            scenario: scenario_name(scenario),
             members: key.members,
             vus: key.vus,
             servers: server_count,
@@ -327,6 +380,10 @@ pub async fn run_matrix(
         let stats = merge_stats(&a.stats);
         let hold = (a.hold.count > 0.0).then_some(&a.hold);
         cell.set_server(&stats, hold);
+        if let Some(rows) = scenario.rows_per_request() {
+            // Import jobs: the rows they carried, not createChat's counter.
+            cell.rows_per_s = cell.throughput_rps * rows as f64;
+        }
         if let Some(tps) = a.baseline_tps {
             cell.pgbench_tps = tps;
             cell.pgbench_ratio = cell.throughput_rps / tps;
@@ -393,5 +450,39 @@ pub fn scenario_name(s: &Scenario) -> String {
         Scenario::ReadMessages => "read-messages".into(),
         Scenario::Mix { weights } => format!("mix:{}:{}:{}", weights[0], weights[1], weights[2]),
         Scenario::Get { path } => format!("get:{path}"),
+        Scenario::Import {
+            rows,
+            chunk,
+            parallelism,
+        } => format!("import:{rows}:{chunk}:{parallelism}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_variants_parse_name_and_env() {
+        let v: ServerVariant = "unpooled:DB_POOL=off+DB_DRIVER=blocking".parse().unwrap();
+        assert_eq!(v.name, "unpooled");
+        assert_eq!(
+            v.env,
+            vec![
+                ("DB_POOL".to_owned(), "off".to_owned()),
+                ("DB_DRIVER".to_owned(), "blocking".to_owned())
+            ]
+        );
+        let bare: ServerVariant = "pooled".parse().unwrap();
+        assert!(bare.env.is_empty());
+        assert!(":DB_POOL=off".parse::<ServerVariant>().is_err());
+        assert!("x:DB_POOL".parse::<ServerVariant>().is_err());
+    }
+
+    #[test]
+    fn import_scenarios_are_named_by_their_figures() {
+        let s: Scenario = "import:100000:1000:8".parse().unwrap();
+        assert_eq!(scenario_name(&s), "import:100000:1000:8");
+        assert_eq!(s.rows_per_request(), Some(100_000));
     }
 }

@@ -33,7 +33,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::experiment::{
-    MatrixSpec, Servers, Watched, closed, run_matrix, scenario_name, variants_for,
+    MatrixSpec, ServerVariant, Servers, Watched, closed, run_matrix, scenario_name, variants_for,
 };
 use crate::fleet::{Fleet, FleetSpec};
 use crate::report::CellResult;
@@ -165,9 +165,15 @@ struct MatrixArgs {
     /// Name of the results folder.
     #[arg(long, default_value = "matrix")]
     name: String,
-    /// Scenario of every cell.
-    #[arg(long, default_value = "create-chat", value_parser = |s: &str| s.parse::<Scenario>())]
-    scenario: Scenario,
+    /// Scenarios, each a dimension of the grid (comma-separated).
+    #[arg(long = "scenario", value_delimiter = ',', default_value = "create-chat",
+        value_parser = |s: &str| s.parse::<Scenario>())]
+    scenarios: Vec<Scenario>,
+    /// Server variants, NAME or NAME:KEY=VALUE+KEY=VALUE (repeatable;
+    /// spawned servers restart with each), e.g. `--variant
+    /// async:DB_DRIVER=async --variant blocking:DB_DRIVER=blocking`.
+    #[arg(long = "variant", value_parser = |s: &str| s.parse::<ServerVariant>())]
+    variants: Vec<ServerVariant>,
     /// Strategies.
     #[arg(long, value_delimiter = ',', default_value = "per_row,batch")]
     strategies: Vec<String>,
@@ -369,11 +375,7 @@ async fn run(args: RunArgs) -> Result<bool, String> {
         &args.scenario,
     )
     .await?;
-    let work = Arc::new(Workload {
-        scenario: args.scenario.clone(),
-        seeded,
-        members: args.members,
-    });
+    let work = Arc::new(Workload::new(args.scenario.clone(), seeded, args.members));
     let strategies: Vec<String> = args.strategy.iter().cloned().collect();
     let watched = Watched {
         targets: targets.clone(),
@@ -428,15 +430,27 @@ async fn matrix(args: MatrixArgs) -> Result<bool, String> {
     let servers = match args.servers.spawn {
         Some(n) => Servers::Spawn(fleet_spec(&args.servers, n, &out)),
         None => {
-            if args.pool_sizes.iter().any(|&p| p > 0) {
-                return Err("--pool-sizes needs --spawn: external servers keep their pool".into());
+            if args.pool_sizes.iter().any(|&p| p > 0) || !args.variants.is_empty() {
+                return Err(
+                    "--pool-sizes and --variant need --spawn: external servers keep their settings"
+                        .into(),
+                );
             }
             Servers::External(args.servers.target.clone())
         }
     };
+    let variants = if args.variants.is_empty() {
+        vec![ServerVariant {
+            name: "-".into(),
+            env: Vec::new(),
+        }]
+    } else {
+        args.variants.clone()
+    };
     let spec = MatrixSpec {
         servers,
-        scenario: args.scenario.clone(),
+        variants: variants.clone(),
+        scenarios: args.scenarios.clone(),
         strategies: args.strategies.clone(),
         members: args.members.clone(),
         vus: args.vus.clone(),
@@ -454,10 +468,26 @@ async fn matrix(args: MatrixArgs) -> Result<bool, String> {
     };
     let cells = run_matrix(&client, &spec).await?;
     let notes = format!(
-        "# {}\n\n{}\n\nScenario {}; strategies {}; {} per cell, {} round(s){}; servers: {}.\n",
+        "# {}\n\n{}\n\nScenarios {}; server variants {}; strategies {}; {} per cell, {} round(s){}; servers: {}.\n",
         args.name,
         machine_note(),
-        scenario_name(&args.scenario),
+        args.scenarios
+            .iter()
+            .map(scenario_name)
+            .collect::<Vec<_>>()
+            .join(", "),
+        variants
+            .iter()
+            .map(|v| {
+                let env: Vec<String> = v.env.iter().map(|(k, val)| format!("{k}={val}")).collect();
+                if env.is_empty() {
+                    v.name.clone()
+                } else {
+                    format!("{} ({})", v.name, env.join(" "))
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
         args.strategies.join(", "),
         humantime(args.duration),
         args.rounds,
@@ -529,11 +559,11 @@ async fn crosscheck(args: CrosscheckArgs) -> Result<bool, String> {
         .find_map(|l| l.trim().strip_prefix("Requests/sec:"))
         .and_then(|v| v.trim().parse().ok())
         .ok_or_else(|| format!("no Requests/sec in wrk's output:\n{wrk_out}"))?;
-    let work = Arc::new(Workload {
-        scenario: Scenario::Get { path: path.clone() },
-        seeded: scenario::Seeded::default(),
-        members: 1,
-    });
+    let work = Arc::new(Workload::new(
+        Scenario::Get { path: path.clone() },
+        scenario::Seeded::default(),
+        1,
+    ));
     let outcome = runner::run(
         client,
         vec![target],

@@ -13,6 +13,8 @@ use crate::thresholds::Figures;
 /// One cell of an experiment: what was asked and what it got.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct CellResult {
+    /// Server variant (`-`: the servers as they are).
+    pub server: String,
     /// Insert strategy (`-` when the server's default was used).
     pub strategy: String,
     /// Publish mode (`-` when the server's default was used).
@@ -138,6 +140,7 @@ impl CellResult {
 pub fn to_csv(cells: &[CellResult]) -> String {
     let mut out = String::new();
     let header = [
+        "server",
         "strategy",
         "publish_mode",
         "scenario",
@@ -175,7 +178,8 @@ pub fn to_csv(cells: &[CellResult]) -> String {
     for c in cells {
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{:.2},{:.1},{:.2},{:.2},{:.2},{:.2},{},{},{},{},{},{:.2},{},{:.3},{:.3},{:.3},{:.3},{},{:.1},{:.1},{:.1},{:.1},{:.1},{:.3}",
+            "{},{},{},{},{},{},{},{},{:.2},{:.1},{:.2},{:.2},{:.2},{:.2},{},{},{},{},{},{:.2},{},{:.3},{:.3},{:.3},{:.3},{},{:.1},{:.1},{:.1},{:.1},{:.1},{:.3}",
+            c.server,
             c.strategy,
             c.publish_mode,
             c.scenario,
@@ -216,13 +220,15 @@ pub fn to_csv(cells: &[CellResult]) -> String {
 pub fn to_markdown(cells: &[CellResult]) -> String {
     let with_baseline = cells.iter().any(|c| c.pgbench_tps > 0.0);
     let mut out = String::from(
-        "| strategy | mode | members | VUs | req/server | active (max) | pending (max) | throughput (req/s) | p95 ms | median ms | p99 ms | use time mean / p95 ms | INSERTs/s | rows/s | errors | RSS MiB | CPU % |",
+        "| server | pool | scenario | strategy | mode | members | VUs | req/server | active (max) | pending (max) | throughput (req/s) | p95 ms | median ms | p99 ms | use time mean / p95 ms | INSERTs/s | rows/s | errors | RSS MiB | CPU % |",
     );
     if with_baseline {
         out.push_str(" pgbench tps | ratio |");
     }
     out.push('\n');
-    out.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    out.push_str(
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    );
     if with_baseline {
         out.push_str("---|---|");
     }
@@ -230,7 +236,14 @@ pub fn to_markdown(cells: &[CellResult]) -> String {
     for c in cells {
         let _ = write!(
             out,
-            "| {} | {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} | {:.1} | {:.1} | {:.2} / {:.2} | {:.0} | {:.0} | {} | {:.1} | {:.0} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} | {:.1} | {:.1} | {:.2} / {:.2} | {:.0} | {:.0} | {} | {:.1} | {:.0} |",
+            c.server,
+            if c.pool_size > 0 {
+                c.pool_size.to_string()
+            } else {
+                "-".to_owned()
+            },
+            c.scenario,
             c.strategy,
             c.publish_mode,
             c.members,
@@ -316,7 +329,7 @@ mod tests {
         let rows: Vec<&str> = lines.collect();
         assert_eq!(rows.len(), 2);
         assert_eq!(rows[0].split(',').count(), header.len());
-        assert!(rows[1].starts_with("per_row,"));
+        assert!(rows[1].starts_with(",per_row,"));
     }
 
     #[test]

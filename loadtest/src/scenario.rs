@@ -26,6 +26,17 @@ pub enum Scenario {
         /// The path, e.g. `/healthz`.
         path: String,
     },
+    /// `POST /v1/chats/{id}/messages/import`: one bulk job of `rows`
+    /// messages into a seeded chat, in chunks of `chunk` rows, `parallelism`
+    /// chunks at once (`import:ROWS:CHUNK:PARALLELISM`).
+    Import {
+        /// Messages per job (the seed 003 `dataSize`).
+        rows: usize,
+        /// Rows per transaction.
+        chunk: usize,
+        /// Chunks in flight.
+        parallelism: usize,
+    },
 }
 
 impl FromStr for Scenario {
@@ -50,6 +61,25 @@ impl FromStr for Scenario {
             }
             return Ok(Self::Mix { weights: [c, m, r] });
         }
+        if let Some(spec) = s.strip_prefix("import:") {
+            let parts: Vec<usize> = spec
+                .split(':')
+                .map(|x| x.parse().map_err(|_| format!("bad import figure {x:?}")))
+                .collect::<Result<_, _>>()?;
+            let [rows, chunk, parallelism] = parts[..] else {
+                return Err(
+                    "import takes ROWS:CHUNK:PARALLELISM (e.g. import:10000:1000:4)".into(),
+                );
+            };
+            if rows == 0 || chunk == 0 || parallelism == 0 {
+                return Err("import figures must be at least 1".into());
+            }
+            return Ok(Self::Import {
+                rows,
+                chunk,
+                parallelism,
+            });
+        }
         if let Some(path) = s.strip_prefix("get:") {
             return Ok(Self::Get {
                 path: path.to_owned(),
@@ -60,7 +90,8 @@ impl FromStr for Scenario {
             "send-message" | "send_message" => Ok(Self::SendMessage),
             "read-messages" | "read_messages" => Ok(Self::ReadMessages),
             other => Err(format!(
-                "unknown scenario {other:?}: create-chat, send-message, read-messages, mix[:C:S:R], get:/path"
+                "unknown scenario {other:?}: create-chat, send-message, read-messages, mix[:C:S:R], \
+                 import:ROWS:CHUNK:PARALLELISM, get:/path"
             )),
         }
     }
@@ -77,6 +108,8 @@ pub enum Op {
     Read,
     /// the fixed GET.
     Get,
+    /// one import job.
+    Import,
 }
 
 impl Scenario {
@@ -84,8 +117,17 @@ impl Scenario {
     pub fn needs_chats(&self) -> bool {
         matches!(
             self,
-            Self::SendMessage | Self::ReadMessages | Self::Mix { .. }
+            Self::SendMessage | Self::ReadMessages | Self::Mix { .. } | Self::Import { .. }
         )
+    }
+
+    /// Rows one request of this scenario writes, when that is fixed
+    /// (import jobs), for a rows-per-second figure.
+    pub fn rows_per_request(&self) -> Option<usize> {
+        match self {
+            Self::Import { rows, .. } => Some(*rows),
+            _ => None,
+        }
     }
 
     /// The next operation, from a uniform random number.
@@ -95,6 +137,7 @@ impl Scenario {
             Self::SendMessage => Op::Send,
             Self::ReadMessages => Op::Read,
             Self::Get { .. } => Op::Get,
+            Self::Import { .. } => Op::Import,
             Self::Mix { weights } => {
                 let total = u64::from(weights.iter().sum::<u32>());
                 let x = r % total.max(1);
@@ -252,6 +295,44 @@ pub struct Workload {
     pub seeded: Seeded,
     /// Members per created chat.
     pub members: usize,
+    /// The import job's chat and JSON body, built once: the server gives
+    /// every imported message a new id, so the same body serves every job.
+    import: Option<(Uuid, bytes::Bytes)>,
+}
+
+impl Workload {
+    /// The workload; builds the import body when the scenario has one.
+    pub fn new(scenario: Scenario, seeded: Seeded, members: usize) -> Self {
+        let import = match &scenario {
+            Scenario::Import {
+                rows,
+                chunk,
+                parallelism,
+            } => seeded.chats.first().map(|(chat, chat_members)| {
+                let messages: Vec<Value> = (0..*rows)
+                    .map(|i| {
+                        json!({
+                            "sender_id": chat_members[i % chat_members.len()],
+                            "body": format!("imported message {i} from chatlab-load"),
+                        })
+                    })
+                    .collect();
+                let body = json!({
+                    "messages": messages,
+                    "chunk_size": chunk,
+                    "parallelism": parallelism,
+                });
+                (*chat, bytes::Bytes::from(body.to_string()))
+            }),
+            _ => None,
+        };
+        Self {
+            scenario,
+            seeded,
+            members,
+            import,
+        }
+    }
 }
 
 /// Sends one operation; answers the HTTP status (0 for a transport error
@@ -289,6 +370,15 @@ pub async fn send(
             };
             client.get(format!("{base}/v1/chats/{chat}/messages?limit=20"))
         }
+        Op::Import => {
+            let Some((chat, body)) = &work.import else {
+                return 0;
+            };
+            client
+                .post(format!("{base}/v1/chats/{chat}/messages/import"))
+                .header("content-type", "application/json")
+                .body(body.clone())
+        }
         Op::Get => {
             let path = match scenario {
                 Scenario::Get { path } => path.as_str(),
@@ -298,7 +388,7 @@ pub async fn send(
         }
     };
     let mut request = request;
-    if matches!(op, Op::Create | Op::Send) {
+    if matches!(op, Op::Create | Op::Send | Op::Import) {
         if let Some(s) = &overrides.strategy {
             request = request.header("x-chatlab-insert-strategy", s);
         }
@@ -336,6 +426,16 @@ mod tests {
         assert!("mix:0:0:0".parse::<Scenario>().is_err());
         assert!("delete".parse::<Scenario>().is_err());
         assert_eq!(
+            "import:10000:1000:4".parse::<Scenario>(),
+            Ok(Scenario::Import {
+                rows: 10_000,
+                chunk: 1_000,
+                parallelism: 4
+            })
+        );
+        assert!("import:10:0:1".parse::<Scenario>().is_err());
+        assert!("import:10:5".parse::<Scenario>().is_err());
+        assert_eq!(
             "get:/healthz".parse::<Scenario>(),
             Ok(Scenario::Get {
                 path: "/healthz".into()
@@ -353,7 +453,7 @@ mod tests {
                 Op::Create => counts[0] += 1,
                 Op::Send => counts[1] += 1,
                 Op::Read => counts[2] += 1,
-                Op::Get => unreachable!(),
+                Op::Get | Op::Import => unreachable!(),
             }
         }
         assert!((counts[0] as f64 / 100_000.0 - 0.1).abs() < 0.01);
