@@ -18,7 +18,8 @@ use crate::ids::{ChatId, MessageId, UserId};
 use crate::limits::{Limits, MESSAGE_BODY_MAX_CHARS};
 use crate::validation::{Checker, ValidationErrors};
 
-/// Rows per chunk when the client names none.
+/// Rows per chunk when the client names none (or `CHAT_IMPORT_MAX_ROWS`,
+/// if lower).
 pub const DEFAULT_CHUNK_SIZE: usize = 1_000;
 /// Most chunks one job runs at once.
 pub const MAX_PARALLELISM: usize = 16;
@@ -39,7 +40,9 @@ impl ImportPlan {
         parallelism: Option<usize>,
         limits: &Limits,
     ) -> Self {
-        let chunk_size = chunk_size.unwrap_or(DEFAULT_CHUNK_SIZE);
+        // The default never exceeds a deployment's lower row limit.
+        let chunk_size =
+            chunk_size.unwrap_or_else(|| DEFAULT_CHUNK_SIZE.min(limits.import_max_rows.max(1)));
         if chunk_size == 0 || chunk_size > limits.import_max_rows {
             check.fail(
                 "chunk_size",
