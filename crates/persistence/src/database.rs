@@ -33,20 +33,17 @@ use crate::session_settings::{connect, manager_config, set_statements};
 type AsyncPool = bb8::Pool<AsyncDieselConnectionManager<AsyncPgConnection>>;
 type BlockingPool = r2d2::Pool<BlockingManager>;
 
+/// The driver, and its pool (`None`: a connection per unit of work).
 enum Source {
-    AsyncPool(AsyncPool),
-    BlockingPool(BlockingPool),
-    /// A connection per unit of work.
-    Unpooled {
-        url: SecretString,
-        set_sql: String,
-    },
+    Async(Option<AsyncPool>),
+    Blocking(Option<BlockingPool>),
 }
 
 struct Inner {
     source: Source,
-    driver: Driver,
-    pooling: Pooling,
+    /// Unpooled connections are opened with these.
+    url: SecretString,
+    set_sql: String,
     metrics: Arc<PoolMetrics>,
     /// Pooled only: one permit per connection, FIFO.
     queue: Option<Arc<Semaphore>>,
@@ -67,9 +64,13 @@ pub struct Database {
 
 impl std::fmt::Debug for Database {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (driver, pooled) = match &self.inner.source {
+            Source::Async(pool) => (Driver::Async, pool.is_some()),
+            Source::Blocking(pool) => (Driver::Blocking, pool.is_some()),
+        };
         f.debug_struct("Database")
-            .field("driver", &self.inner.driver)
-            .field("pooling", &self.inner.pooling)
+            .field("driver", &driver)
+            .field("pooled", &pooled)
             .field("connections", &self.connections())
             .finish_non_exhaustive()
     }
@@ -84,16 +85,14 @@ impl Database {
         let max_size = config.pool_max_size.max(1);
         let set_sql = set_statements(&config.session);
         let source = match (config.pooling, config.driver) {
-            (Pooling::Off, _) => Source::Unpooled {
-                url: config.url.clone(),
-                set_sql,
-            },
+            (Pooling::Off, Driver::Async) => Source::Async(None),
+            (Pooling::Off, Driver::Blocking) => Source::Blocking(None),
             (Pooling::On, Driver::Async) => {
                 let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(
                     config.url.expose_secret(),
                     manager_config(&config.session, config.recycle, metrics.clone()),
                 );
-                Source::AsyncPool(
+                Source::Async(Some(
                     bb8::Pool::builder()
                         .max_size(max_size)
                         .min_idle(config.pool_min_idle)
@@ -102,16 +101,16 @@ impl Database {
                         .idle_timeout(config.idle_timeout)
                         .test_on_check_out(true)
                         .build_unchecked(manager),
-                )
+                ))
             }
             (Pooling::On, Driver::Blocking) => {
                 let manager = BlockingManager::new(
                     config.url.expose_secret().to_owned(),
-                    set_sql,
+                    set_sql.clone(),
                     config.recycle,
                     metrics.clone(),
                 );
-                Source::BlockingPool(
+                Source::Blocking(Some(
                     r2d2::Pool::builder()
                         .max_size(max_size)
                         // r2d2 reads `None` as "keep max_size idle".
@@ -121,7 +120,7 @@ impl Database {
                         .idle_timeout(config.idle_timeout)
                         .test_on_check_out(true)
                         .build_unchecked(manager),
-                )
+                ))
             }
         };
         let pooled = config.pooling == Pooling::On;
@@ -131,8 +130,8 @@ impl Database {
         Self {
             inner: Arc::new(Inner {
                 source,
-                driver: config.driver,
-                pooling: config.pooling,
+                url: config.url.clone(),
+                set_sql,
                 metrics,
                 queue: pooled.then(|| Arc::new(Semaphore::new(max_size as usize))),
                 threads: Arc::new(Semaphore::new(config.blocking_threads.max(1))),
@@ -141,16 +140,6 @@ impl Database {
                 live: Arc::new(AtomicU32::new(0)),
             }),
         }
-    }
-
-    /// The driver in use.
-    pub fn driver(&self) -> Driver {
-        self.inner.driver
-    }
-
-    /// Whether connections are pooled.
-    pub fn pooling(&self) -> Pooling {
-        self.inner.pooling
     }
 
     /// Runs one unit of work on one connection: checked out of the pool
@@ -167,24 +156,24 @@ impl Database {
         T: Send + 'static,
         E: From<PersistenceError> + Send + 'static,
     {
-        match self.inner.driver {
-            Driver::Async => {
-                let mut session = self.open_async().await?;
+        match &self.inner.source {
+            Source::Async(pool) => {
+                let mut session = self.open_async(pool.as_ref()).await?;
                 work(&mut session).await
             }
-            Driver::Blocking => self.run_blocking(work).await,
+            Source::Blocking(pool) => self.run_blocking(pool.clone(), work).await,
         }
     }
 
-    async fn open_async(&self) -> Result<DbSession, PersistenceError> {
+    async fn open_async(&self, pool: Option<&AsyncPool>) -> Result<DbSession, PersistenceError> {
         let inner = &self.inner;
         let waiting = inner.metrics.enter_pending();
         let started = Instant::now();
         let deadline = tokio::time::Instant::from_std(started + inner.acquire_timeout);
         let permit = self.queue_turn(deadline).await;
-        let opened = match (&inner.source, permit) {
+        let opened = match (pool, permit) {
             (_, Err(e)) => Err(e),
-            (Source::AsyncPool(pool), Ok(permit)) => match pool.get_owned().await {
+            (Some(pool), Ok(permit)) => match pool.get_owned().await {
                 Ok(conn) => Ok(DbSession::new(
                     Conn::AsyncPooled(conn),
                     permit,
@@ -194,26 +183,16 @@ impl Database {
                 Err(RunError::TimedOut) => Err(PersistenceError::PoolTimeout),
                 Err(RunError::User(e)) => Err(PersistenceError::Connect(Box::new(e))),
             },
-            (Source::Unpooled { url, set_sql }, Ok(permit)) => {
-                let opened = connect(url.expose_secret(), set_sql).await;
-                inner.metrics.create_time.observe(secs(started.elapsed()));
-                match opened {
-                    Ok(conn) => Ok(self.unpooled_session(Conn::AsyncOwned(conn), permit)),
-                    Err(e) => {
-                        inner.metrics.open_failures.inc();
-                        Err(PersistenceError::Establish(e))
-                    }
-                }
+            (None, Ok(permit)) => {
+                let opened = connect(inner.url.expose_secret(), &inner.set_sql).await;
+                self.unpooled_session(opened.map(Conn::AsyncOwned), permit, started)
             }
-            (Source::BlockingPool(_), Ok(_)) => Err(PersistenceError::Worker(
-                "the blocking pool cannot serve the async driver".into(),
-            )),
         };
         self.waited(waiting, started, opened.as_ref().err());
         opened
     }
 
-    async fn run_blocking<T, E, F>(&self, work: F) -> Result<T, E>
+    async fn run_blocking<T, E, F>(&self, pool: Option<BlockingPool>, work: F) -> Result<T, E>
     where
         F: for<'s> FnOnce(&'s mut DbSession) -> BoxFuture<'s, Result<T, E>> + Send + 'static,
         T: Send + 'static,
@@ -243,7 +222,7 @@ impl Database {
         let runtime = tokio::runtime::Handle::current();
         let joined = tokio::task::spawn_blocking(move || {
             let _thread = thread;
-            let opened = db.open_blocking(deadline, permit, started);
+            let opened = db.open_blocking(pool.as_ref(), deadline, permit, started);
             db.waited(waiting, started, opened.as_ref().err());
             let mut session = opened?;
             runtime.block_on(work(&mut session))
@@ -255,13 +234,14 @@ impl Database {
     /// On a blocking-pool thread: a connection from r2d2, or a new one.
     fn open_blocking(
         &self,
+        pool: Option<&BlockingPool>,
         deadline: Instant,
         permit: Option<OwnedSemaphorePermit>,
         started: Instant,
     ) -> Result<DbSession, PersistenceError> {
         let inner = &self.inner;
-        match &inner.source {
-            Source::BlockingPool(pool) => {
+        match pool {
+            Some(pool) => {
                 let left = deadline.saturating_duration_since(Instant::now());
                 match pool.get_timeout(left.max(Duration::from_millis(1))) {
                     Ok(conn) => Ok(DbSession::new(
@@ -278,31 +258,38 @@ impl Database {
                     Err(_) => Err(PersistenceError::PoolTimeout),
                 }
             }
-            Source::Unpooled { url, set_sql } => {
-                let opened = connect_blocking(url.expose_secret(), set_sql);
-                inner.metrics.create_time.observe(secs(started.elapsed()));
-                match opened {
-                    Ok(conn) => Ok(self.unpooled_session(Conn::BlockingOwned(conn), permit)),
-                    Err(e) => {
-                        inner.metrics.open_failures.inc();
-                        Err(PersistenceError::Establish(e))
-                    }
-                }
+            None => {
+                let opened = connect_blocking(inner.url.expose_secret(), &inner.set_sql);
+                self.unpooled_session(opened.map(Conn::BlockingOwned), permit, started)
             }
-            Source::AsyncPool(_) => Err(PersistenceError::Worker(
-                "the async pool cannot serve the blocking driver".into(),
-            )),
         }
     }
 
-    fn unpooled_session(&self, conn: Conn, permit: Option<OwnedSemaphorePermit>) -> DbSession {
-        self.inner.live.fetch_add(1, Ordering::Relaxed);
-        DbSession::new(
-            conn,
-            permit,
-            self.inner.metrics.clone(),
-            Some(self.inner.live.clone()),
-        )
+    /// A connection opened for one unit of work: the open is timed (and a
+    /// failed one counted), the open connection counted until it closes.
+    fn unpooled_session(
+        &self,
+        opened: diesel::ConnectionResult<Conn>,
+        permit: Option<OwnedSemaphorePermit>,
+        started: Instant,
+    ) -> Result<DbSession, PersistenceError> {
+        let inner = &self.inner;
+        inner.metrics.create_time.observe(secs(started.elapsed()));
+        match opened {
+            Ok(conn) => {
+                inner.live.fetch_add(1, Ordering::Relaxed);
+                Ok(DbSession::new(
+                    conn,
+                    permit,
+                    inner.metrics.clone(),
+                    Some(inner.live.clone()),
+                ))
+            }
+            Err(e) => {
+                inner.metrics.open_failures.inc();
+                Err(PersistenceError::Establish(e))
+            }
+        }
     }
 
     /// Waits for a turn in the pool's FIFO queue (pooled only).
@@ -335,15 +322,17 @@ impl Database {
     /// Connections open and idle right now (unpooled: open, none idle).
     pub fn connections(&self) -> (u32, u32) {
         match &self.inner.source {
-            Source::AsyncPool(pool) => {
+            Source::Async(Some(pool)) => {
                 let s = pool.state();
                 (s.connections, s.idle_connections)
             }
-            Source::BlockingPool(pool) => {
+            Source::Blocking(Some(pool)) => {
                 let s = pool.state();
                 (s.connections, s.idle_connections)
             }
-            Source::Unpooled { .. } => (self.inner.live.load(Ordering::Relaxed), 0),
+            Source::Async(None) | Source::Blocking(None) => {
+                (self.inner.live.load(Ordering::Relaxed), 0)
+            }
         }
     }
 

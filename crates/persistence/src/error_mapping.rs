@@ -5,6 +5,8 @@ use diesel::result::{DatabaseErrorKind, Error as DieselError};
 use chatlab_domain::{RepositoryError, UnavailableReason};
 
 use crate::errors::PersistenceError;
+use crate::reads;
+use crate::session::DbSession;
 
 impl From<PersistenceError> for RepositoryError {
     fn from(err: PersistenceError) -> Self {
@@ -79,4 +81,28 @@ pub(crate) fn is_foreign_key_violation(err: &DieselError) -> bool {
         err,
         DieselError::DatabaseError(DatabaseErrorKind::ForeignKeyViolation, _)
     )
+}
+
+/// A failed statement as the domain's error.
+pub(crate) fn query_err(e: DieselError) -> RepositoryError {
+    PersistenceError::Query(e).into()
+}
+
+/// After a rolled-back write failed with `err`: when it is a foreign-key
+/// violation and some of `ids` name no user, `UnknownUsers` listing them;
+/// otherwise `err` itself. The query runs only on this failure path, never
+/// on the happy one.
+pub(crate) async fn name_unknown_users(
+    s: &mut DbSession,
+    ids: &[chatlab_domain::UserId],
+    err: DieselError,
+) -> RepositoryError {
+    if !is_foreign_key_violation(&err) {
+        return query_err(err);
+    }
+    match reads::missing_users(s, ids).await {
+        Ok(missing) if !missing.is_empty() => RepositoryError::UnknownUsers(missing),
+        Ok(_) => query_err(err),
+        Err(e) => query_err(e),
+    }
 }

@@ -19,8 +19,7 @@ use chatlab_domain::{
 };
 
 use crate::create_chat::{WriteCount, insert_members, rows_per_statement};
-use crate::error_mapping::is_foreign_key_violation;
-use crate::errors::PersistenceError;
+use crate::error_mapping::{name_unknown_users, query_err};
 use crate::models::MessageRow;
 use crate::queries::InsertMessagesUnnest;
 use crate::reads;
@@ -128,29 +127,19 @@ async fn write_chunk(
 ) -> Result<WriteCount, RepositoryError> {
     s.begin_transaction().await.map_err(query_err)?;
     let outcome = rows.write(s, chunk, strategy).await;
-    match s.end_transaction(outcome).await {
-        Ok(count) => Ok(count),
-        // An unknown user: the chunk rolled back; name the users, as
-        // createChat does, with a query only on this path.
-        Err(e) if is_foreign_key_violation(&e) => {
-            if let Rows::Members { user_ids, .. } = rows {
-                let ids: Vec<UserId> = user_ids[chunk.row_range()]
-                    .iter()
-                    .map(|id| UserId::from_uuid(*id))
-                    .collect();
-                let missing = reads::missing_users(s, &ids).await.map_err(query_err)?;
-                if !missing.is_empty() {
-                    return Err(RepositoryError::UnknownUsers(missing));
-                }
-            }
-            Err(query_err(e))
+    match (s.end_transaction(outcome).await, rows) {
+        (Ok(count), _) => Ok(count),
+        // The chunk rolled back; an unknown user is named, as createChat
+        // names them.
+        (Err(e), Rows::Members { user_ids, .. }) => {
+            let ids: Vec<UserId> = user_ids[chunk.row_range()]
+                .iter()
+                .map(|id| UserId::from_uuid(*id))
+                .collect();
+            Err(name_unknown_users(s, &ids, e).await)
         }
-        Err(e) => Err(query_err(e)),
+        (Err(e), Rows::Messages(_)) => Err(query_err(e)),
     }
-}
-
-fn query_err(e: diesel::result::Error) -> RepositoryError {
-    PersistenceError::Query(e).into()
 }
 
 impl PgStore {

@@ -162,12 +162,6 @@ impl DbSession {
         Ok(self.load(query).await?.into_iter().next())
     }
 
-    async fn begin(&mut self) -> QueryResult<()> {
-        on_conn!(self,
-            c => AsyncTxManager::begin_transaction(c).await,
-            c => SyncTxManager::begin_transaction(c))
-    }
-
     async fn commit(&mut self) -> QueryResult<()> {
         on_conn!(self,
             c => AsyncTxManager::commit_transaction(c).await,
@@ -193,7 +187,9 @@ impl DbSession {
     /// transaction manager mid-transaction, which both pools treat as a
     /// broken connection and discard, so no open transaction is reused.
     pub async fn begin_transaction(&mut self) -> QueryResult<()> {
-        self.begin().await
+        on_conn!(self,
+            c => AsyncTxManager::begin_transaction(c).await,
+            c => SyncTxManager::begin_transaction(c))
     }
 
     /// COMMITs when `outcome` is `Ok`, ROLLBACKs when it is `Err`, and

@@ -20,8 +20,7 @@ use tokio::sync::Notify;
 use crate::config::DbConfig;
 use crate::create_chat::{WriteCount, create_chat_inner, rows_per_statement};
 use crate::database::Database;
-use crate::error_mapping::is_foreign_key_violation;
-use crate::errors::PersistenceError;
+use crate::error_mapping::{name_unknown_users, query_err};
 use crate::event_publishing::{TxError, publish_after_commit, publish_in_tx};
 use crate::models::UserRow;
 use crate::pool_metrics::PoolMetrics;
@@ -98,10 +97,6 @@ impl PgStore {
             id: id.into(),
         }
     }
-}
-
-fn query_err(e: diesel::result::Error) -> RepositoryError {
-    PersistenceError::Query(e).into()
 }
 
 fn tx_err(e: TxError) -> RepositoryError {
@@ -208,18 +203,8 @@ async fn create_chat_work(
             held: s.held_for(),
         }),
         // An unknown creator or member: the transaction rolled back, so
-        // nothing is written. Finding out which ids are unknown costs a
-        // query only on this path, never on the happy one.
-        Err(TxError::Db(e)) if is_foreign_key_violation(&e) => {
-            let missing = reads::missing_users(s, &command.member_ids)
-                .await
-                .map_err(query_err)?;
-            Err(if missing.is_empty() {
-                query_err(e)
-            } else {
-                RepositoryError::UnknownUsers(missing)
-            })
-        }
+        // nothing is written; say which ids are unknown.
+        Err(TxError::Db(e)) => Err(name_unknown_users(s, &command.member_ids, e).await),
         Err(e) => Err(tx_err(e)),
     }
 }
@@ -320,17 +305,9 @@ impl ChatRepository for PgStore {
                     )
                     .await
                     .map_err(query_err)?;
-                    // Every chat has its creator as a member, so an empty
-                    // first page means there is no such chat; later pages
-                    // may be empty legitimately.
-                    if rows.is_empty()
-                        && !reads::chat_exists(s, chat_id.as_uuid())
-                            .await
-                            .map_err(query_err)?
-                    {
-                        return Err(Self::not_found(Entity::Chat, chat_id));
-                    }
-                    Ok(rows)
+                    // Every chat has its creator as a member.
+                    ensure_chat_behind_empty_page(s, chat_id, rows.is_empty()).await?;
+                    Ok::<_, RepositoryError>(rows)
                 }
                 .boxed()
             })
@@ -340,16 +317,35 @@ impl ChatRepository for PgStore {
     }
 }
 
+/// A list of a chat's rows came back empty: a chat always has a member
+/// and a message, so an empty first page means there is no such chat (a
+/// later page may be empty legitimately, and the check then finds it). A
+/// non-empty page costs nothing.
+async fn ensure_chat_behind_empty_page(
+    s: &mut DbSession,
+    chat_id: ChatId,
+    empty: bool,
+) -> Result<(), RepositoryError> {
+    if empty
+        && !reads::chat_exists(s, chat_id.as_uuid())
+            .await
+            .map_err(query_err)?
+    {
+        return Err(PgStore::not_found(Entity::Chat, chat_id));
+    }
+    Ok(())
+}
+
 /// sendMessage's unit of work: the guarded insert (and the event step of
 /// modes that have one), then, when nothing was inserted, why.
 async fn send_message_work(
     s: &mut DbSession,
     insert: InsertTalkIfMember,
-    command: &SendMessage,
     mode: PublishMode,
     publisher: &dyn EventPublisher,
     event: Option<&Event>,
 ) -> Result<(), RepositoryError> {
+    let (chat_id, sender_id) = (ChatId::from_uuid(insert.chat_id), insert.sender_id);
     let inserted = if mode == PublishMode::Off || mode == PublishMode::AfterCommit {
         // One statement: no transaction needed.
         s.execute(insert).await.map_err(query_err)?
@@ -366,16 +362,16 @@ async fn send_message_work(
         s.end_transaction(outcome).await.map_err(tx_err)?
     };
     if inserted == 0 {
-        let chat_exists = reads::chat_exists(s, command.chat_id.as_uuid())
+        let chat_exists = reads::chat_exists(s, chat_id.as_uuid())
             .await
             .map_err(query_err)?;
         return Err(if chat_exists {
             RepositoryError::NotAMember {
-                chat_id: command.chat_id,
-                user_id: command.sender_id,
+                chat_id,
+                user_id: UserId::from_uuid(sender_id),
             }
         } else {
-            PgStore::not_found(Entity::Chat, command.chat_id)
+            PgStore::not_found(Entity::Chat, chat_id)
         });
     }
     Ok(())
@@ -400,22 +396,13 @@ impl MessageRepository for PgStore {
             created_at: command.created_at,
             publish_mode: mode.as_str(),
         };
-        let command = Arc::new(command);
         {
-            let (command, event, publisher) =
-                (command.clone(), event.clone(), self.publisher.clone());
+            let (event, publisher) = (event.clone(), self.publisher.clone());
             self.db
                 .run(move |s| {
                     async move {
-                        send_message_work(
-                            s,
-                            insert,
-                            &command,
-                            mode,
-                            publisher.as_ref(),
-                            event.as_deref(),
-                        )
-                        .await
+                        send_message_work(s, insert, mode, publisher.as_ref(), event.as_deref())
+                            .await
                     }
                     .boxed()
                 })
@@ -428,7 +415,7 @@ impl MessageRepository for PgStore {
             chat_id: command.chat_id,
             sender_id: Some(command.sender_id),
             kind: MessageKind::Talk,
-            body: command.body.clone(),
+            body: command.body,
             created_at: command.created_at,
         })
     }
@@ -451,14 +438,8 @@ impl MessageRepository for PgStore {
                     .await
                     .map_err(query_err)?;
                     // Every chat has its "room created" message.
-                    if rows.is_empty()
-                        && !reads::chat_exists(s, chat_id.as_uuid())
-                            .await
-                            .map_err(query_err)?
-                    {
-                        return Err(Self::not_found(Entity::Chat, chat_id));
-                    }
-                    Ok(rows)
+                    ensure_chat_behind_empty_page(s, chat_id, rows.is_empty()).await?;
+                    Ok::<_, RepositoryError>(rows)
                 }
                 .boxed()
             })
