@@ -160,15 +160,15 @@ impl ApiError {
                 failed,
                 committed,
             } => {
-                let written: usize = committed.iter().map(|c| c.rows).sum();
                 format!(
-                    "chunk {} (rows {} to {}) failed and wrote nothing: {}; {} chunk(s) with {written} \
+                    "chunk {} (rows {} to {}) failed and wrote nothing: {}; {} chunk(s) with {} \
                      row(s) are committed (committed_chunks)",
                     failed.index,
                     failed.first_row,
                     failed.first_row + failed.rows.saturating_sub(1),
                     cause.detail(),
                     committed.len(),
+                    rows_in(committed),
                 )
             }
         }
@@ -177,7 +177,7 @@ impl ApiError {
     /// The problem document for this error.
     pub fn problem(&self) -> Problem {
         let (slug, title) = self.slug_and_title();
-        Problem {
+        let mut problem = Problem {
             problem_type: format!("urn:chatlab:problem:{slug}"),
             title: title.to_owned(),
             status: self.status_code().as_u16(),
@@ -197,34 +197,34 @@ impl ApiError {
             },
             unknown_user_ids: match self {
                 Self::UnknownUsers(ids) => Some(ids.clone()),
-                Self::ImportStopped { cause, .. } => match cause.as_ref() {
-                    Self::UnknownUsers(ids) => Some(ids.clone()),
-                    _ => None,
-                },
                 _ => None,
             },
-            cause_type: match self {
-                Self::ImportStopped { cause, .. } => {
-                    Some(format!("urn:chatlab:problem:{}", cause.slug_and_title().0))
-                }
-                _ => None,
-            },
-            rows_written: match self {
-                Self::ImportStopped { committed, .. } => {
-                    Some(committed.iter().map(|c| c.rows).sum())
-                }
-                _ => None,
-            },
-            committed_chunks: match self {
-                Self::ImportStopped { committed, .. } => Some(committed.clone()),
-                _ => None,
-            },
-            failed_chunk: match self {
-                Self::ImportStopped { failed, .. } => Some(*failed),
-                _ => None,
-            },
+            cause_type: None,
+            rows_written: None,
+            committed_chunks: None,
+            failed_chunk: None,
+        };
+        if let Self::ImportStopped {
+            cause,
+            failed,
+            committed,
+        } = self
+        {
+            if let Self::UnknownUsers(ids) = cause.as_ref() {
+                problem.unknown_user_ids = Some(ids.clone());
+            }
+            problem.cause_type = Some(format!("urn:chatlab:problem:{}", cause.slug_and_title().0));
+            problem.rows_written = Some(rows_in(committed));
+            problem.committed_chunks = Some(committed.clone());
+            problem.failed_chunk = Some(*failed);
         }
+        problem
     }
+}
+
+/// Rows in these chunks.
+fn rows_in(chunks: &[ChunkResponse]) -> usize {
+    chunks.iter().map(|c| c.rows).sum()
 }
 
 impl fmt::Display for ApiError {

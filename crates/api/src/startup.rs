@@ -225,23 +225,24 @@ impl Application {
 fn json_config(limit: usize) -> web::JsonConfig {
     web::JsonConfig::default()
         .limit(limit)
-        .error_handler(|err, _req| {
-            let api = match &err {
-                JsonPayloadError::ContentType => ApiError::UnsupportedMediaType(
-                    "send the body as JSON with Content-Type: application/json".into(),
-                ),
-                JsonPayloadError::OverflowKnownLength { length, limit } => {
-                    ApiError::PayloadTooLarge(format!(
-                        "the body has {length} bytes; the limit is {limit} (HTTP_JSON_LIMIT_BYTES)"
-                    ))
-                }
-                JsonPayloadError::Overflow { limit } => ApiError::PayloadTooLarge(format!(
-                    "the body is larger than the limit of {limit} bytes (HTTP_JSON_LIMIT_BYTES)"
-                )),
-                other => ApiError::BadRequest(format!("malformed JSON body: {other}")),
-            };
-            api.into()
-        })
+        .error_handler(|err, _req| json_error(&err, "HTTP_JSON_LIMIT_BYTES").into())
+}
+
+/// A JSON body that could not be read, as a problem; `limit_var` names the
+/// setting that bounds its size.
+pub(crate) fn json_error(err: &JsonPayloadError, limit_var: &str) -> ApiError {
+    match err {
+        JsonPayloadError::ContentType => ApiError::UnsupportedMediaType(
+            "send the body as JSON with Content-Type: application/json".into(),
+        ),
+        JsonPayloadError::OverflowKnownLength { length, limit } => ApiError::PayloadTooLarge(
+            format!("the body has {length} bytes; the limit is {limit} ({limit_var})"),
+        ),
+        JsonPayloadError::Overflow { limit } => ApiError::PayloadTooLarge(format!(
+            "the body is larger than the limit of {limit} bytes ({limit_var})"
+        )),
+        other => ApiError::BadRequest(format!("malformed JSON body: {other}")),
+    }
 }
 
 fn path_error(err: PathError, _req: &HttpRequest) -> actix_web::Error {

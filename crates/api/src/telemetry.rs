@@ -33,7 +33,11 @@ pub struct RequestSpan;
 
 impl RootSpanBuilder for RequestSpan {
     fn on_request_start(request: &ServiceRequest) -> Span {
-        tracing_actix_web::root_span!(request, chatlab.insert_strategy = tracing::field::Empty)
+        tracing_actix_web::root_span!(
+            request,
+            chatlab.insert_strategy = tracing::field::Empty,
+            chatlab.publish_mode = tracing::field::Empty
+        )
     }
 
     fn on_request_end<B: MessageBody>(

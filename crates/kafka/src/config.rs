@@ -21,16 +21,3 @@ pub struct KafkaConfig {
     /// (`KAFKA_MOCK_BROKER_RTT_MS`).
     pub mock_broker_rtt: Duration,
 }
-
-impl Default for KafkaConfig {
-    fn default() -> Self {
-        Self {
-            brokers: None,
-            topic: "chatlab.chat-events".to_owned(),
-            partitions: 3,
-            send_timeout: Duration::from_millis(5000),
-            linger: Duration::ZERO,
-            mock_broker_rtt: Duration::ZERO,
-        }
-    }
-}

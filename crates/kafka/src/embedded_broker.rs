@@ -18,7 +18,6 @@ use crate::KafkaSetupError;
 enum Command {
     Down,
     Up,
-    RoundTrip(Duration),
     Stop,
 }
 
@@ -66,7 +65,6 @@ impl EmbeddedBroker {
                     let result = match command {
                         Command::Down => cluster.broker_down(BROKER_ID),
                         Command::Up => cluster.broker_up(BROKER_ID),
-                        Command::RoundTrip(d) => cluster.broker_round_trip_time(-1, d),
                         Command::Stop => break,
                     };
                     let _ = reply.send(result.map_err(|e| e.to_string()));
@@ -112,11 +110,6 @@ impl EmbeddedBroker {
     /// Brings the broker back.
     pub fn broker_up(&self) -> Result<(), String> {
         self.command(Command::Up)
-    }
-
-    /// Changes the injected round-trip time.
-    pub fn set_round_trip_time(&self, rtt: Duration) -> Result<(), String> {
-        self.command(Command::RoundTrip(rtt))
     }
 }
 

@@ -40,6 +40,20 @@ pub struct EventMetrics {
 }
 
 impl EventMetrics {
+    /// Records one finished send of `label`'s mode that started at
+    /// `started`: its duration, and whether the broker acknowledged it.
+    pub fn record(&self, label: &ModeLabel, started: std::time::Instant, acknowledged: bool) {
+        self.produce_duration
+            .get_or_create(label)
+            .observe(started.elapsed().as_secs_f64());
+        let counter = if acknowledged {
+            &self.published
+        } else {
+            &self.failed
+        };
+        counter.get_or_create(label).inc();
+    }
+
     /// Creates the metrics and registers them.
     pub fn register(registry: &mut Registry) -> Self {
         let m = Self {

@@ -125,14 +125,7 @@ impl EventPublisher for KafkaPublisher {
             },
             Err(e) => Err(e),
         };
-        self.metrics
-            .produce_duration
-            .get_or_create(&label)
-            .observe(started.elapsed().as_secs_f64());
-        match &outcome {
-            Ok(()) => self.metrics.published.get_or_create(&label).inc(),
-            Err(_) => self.metrics.failed.get_or_create(&label).inc(),
-        };
+        self.metrics.record(&label, started, outcome.is_ok());
         outcome
     }
 
@@ -153,14 +146,8 @@ impl EventPublisher for KafkaPublisher {
         let started = Instant::now();
         tokio::spawn(async move {
             let delivered = matches!(delivery.await, Ok(Ok(_)));
-            metrics
-                .produce_duration
-                .get_or_create(&label)
-                .observe(started.elapsed().as_secs_f64());
-            if delivered {
-                metrics.published.get_or_create(&label).inc();
-            } else {
-                metrics.failed.get_or_create(&label).inc();
+            metrics.record(&label, started, delivered);
+            if !delivered {
                 warn!(%event_id, "enqueued event was not delivered: lost");
             }
         });

@@ -138,11 +138,11 @@ struct Backlog {
 
 /// What one batch did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct BatchOutcome {
+struct BatchOutcome {
     /// Rows published and marked.
-    pub published: usize,
+    published: usize,
     /// Rows whose publication failed.
-    pub failed: usize,
+    failed: usize,
 }
 
 const CLAIM_SQL: &str = "SELECT id, payload FROM outbox \
@@ -246,10 +246,7 @@ impl OutboxRelay {
     }
 
     /// Claims, publishes and marks one batch.
-    pub async fn relay_batch(
-        &self,
-        conn: &mut AsyncPgConnection,
-    ) -> diesel::QueryResult<BatchOutcome> {
+    async fn relay_batch(&self, conn: &mut AsyncPgConnection) -> diesel::QueryResult<BatchOutcome> {
         let publisher = self.publisher.as_ref();
         let batch_size = self.settings.batch_size;
         let outcome = conn
