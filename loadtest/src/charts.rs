@@ -6,6 +6,7 @@ use std::path::Path;
 use plotters::prelude::*;
 
 use crate::report::CellResult;
+use crate::scenario::Scenario;
 
 /// One line: its name and its points.
 pub type Series = (String, Vec<(f64, f64)>);
@@ -92,11 +93,20 @@ fn group(
     map.into_iter().collect()
 }
 
-/// HikariCP's `cores × 2 + 1` on this machine: chatlab's default pool size,
-/// marked in chart legends.
+/// chatlab's default pool size on this machine, marked in chart legends.
 fn default_pool_size() -> u32 {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    u32::try_from(cores * 2 + 1).unwrap_or(u32::MAX)
+    chatlab_domain::limits::hikari_pool_size(cores)
+}
+
+/// An import cell's rows per job and parallelism.
+fn import_figures(c: &CellResult) -> Option<(usize, usize)> {
+    match c.scenario.parse::<Scenario>() {
+        Ok(Scenario::Import {
+            rows, parallelism, ..
+        }) => Some((rows, parallelism)),
+        _ => None,
+    }
 }
 
 /// A line's name: the dimensions that vary across `cells`, except the one
@@ -196,30 +206,34 @@ pub fn standard(dir: &Path, cells: &[CellResult]) -> Result<Vec<String>, String>
         )?;
         written.push("use_time_vs_members.svg".to_owned());
     }
-    let imports: Vec<(CellResult, usize, usize)> = cells
+    let imports: Vec<CellResult> = cells
         .iter()
-        .filter_map(|c| {
-            let mut it = c.scenario.strip_prefix("import:")?.split(':');
-            let rows = it.next()?.parse().ok()?;
-            let parallelism = it.nth(1)?.parse().ok()?;
-            Some((c.clone(), rows, parallelism))
-        })
+        .filter(|c| import_figures(c).is_some())
+        .cloned()
         .collect();
-    let parallelisms: std::collections::BTreeSet<usize> =
-        imports.iter().map(|(_, _, p)| *p).collect();
+    let parallelisms: std::collections::BTreeSet<usize> = imports
+        .iter()
+        .filter_map(import_figures)
+        .map(|(_, p)| p)
+        .collect();
     if parallelisms.len() > 1 {
-        let mut map: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
-        for (c, rows, parallelism) in &imports {
-            map.entry(format!("{} rows={rows} pool={}", c.server, c.pool_size))
-                .or_default()
-                .push((*parallelism as f64, c.rows_per_s));
-        }
+        let series: Vec<Series> = group(
+            &imports,
+            |c| {
+                let (rows, _) = import_figures(c).unwrap_or_default();
+                format!("{} rows={rows} pool={}", c.server, c.pool_size)
+            },
+            |c| {
+                let (_, parallelism) = import_figures(c).unwrap_or_default();
+                (parallelism as f64, c.rows_per_s)
+            },
+        );
         line_chart(
             &dir.join("import_rows_per_s_vs_parallelism.svg"),
             "Import jobs: rows written per second vs parallelism",
             "chunks in flight (parallelism)",
             "rows per second",
-            &map.into_iter().collect::<Vec<_>>(),
+            &series,
         )?;
         written.push("import_rows_per_s_vs_parallelism.svg".to_owned());
     }

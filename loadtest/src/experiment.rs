@@ -12,7 +12,7 @@ use crate::fleet::{Fleet, FleetSpec};
 use crate::prom::HistogramSnapshot;
 use crate::report::CellResult;
 use crate::runner::{self, Model, RunOutcome, VariantOutcome};
-use crate::sampler::{Sampler, ServerStats};
+use crate::sampler::{self, Sampler, ServerStats};
 use crate::scenario::{Overrides, Scenario, SeedSpec, Workload, seed};
 use crate::schedule::Stage;
 
@@ -49,17 +49,20 @@ impl std::str::FromStr for ServerVariant {
         let env = env
             .split('+')
             .filter(|kv| !kv.is_empty())
-            .map(|kv| {
-                kv.split_once('=')
-                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-                    .ok_or_else(|| format!("{kv:?} is not KEY=VALUE"))
-            })
+            .map(parse_kv)
             .collect::<Result<_, _>>()?;
         Ok(Self {
             name: name.to_owned(),
             env,
         })
     }
+}
+
+/// `KEY=VALUE` as a pair.
+pub fn parse_kv(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .ok_or_else(|| format!("{s:?} is not KEY=VALUE"))
 }
 
 /// The matrix.
@@ -172,14 +175,14 @@ pub async fn run_matrix(
     spec: &MatrixSpec,
 ) -> Result<Vec<CellResult>, String> {
     let mut acc: BTreeMap<Key, Accumulated> = BTreeMap::new();
-    let mut user_pool: Vec<uuid::Uuid> = Vec::new();
     let mut server_count = 0;
+    let mut baseline_tps: BTreeMap<(usize, usize, String), f64> = BTreeMap::new();
     let fleets: Vec<(usize, u32)> = (0..spec.variants.len())
         .flat_map(|v| spec.pool_sizes.iter().map(move |&p| (v, p)))
         .collect();
     for (variant, pool) in fleets {
         let (fleet, targets, pids) = match &spec.servers {
-            Servers::External(urls) => (None, urls.clone(), vec![None; urls.len()]),
+            Servers::External(urls) => (None, urls.clone(), sampler::external_pids(urls)),
             Servers::Spawn(fleet_spec) => {
                 let mut fs = fleet_spec.clone();
                 fs.env.extend(spec.variants[variant].env.iter().cloned());
@@ -206,7 +209,6 @@ pub async fn run_matrix(
             needs_chats.unwrap_or(&Scenario::CreateChat),
         )
         .await?;
-        user_pool.clone_from(&seeded.users);
         let first_scenario = spec.scenarios.first().ok_or("no scenario")?;
         if !spec.warmup.is_zero() {
             let work = Arc::new(Workload::new(
@@ -270,12 +272,12 @@ pub async fn run_matrix(
                                     &label,
                                 )
                                 .await;
+                                let total = outcome.total();
                                 eprintln!(
                                     "{label}: {:.0} req/s, p95 {:.1} ms, errors {}",
-                                    outcome.total().requests() as f64
-                                        / outcome.elapsed.as_secs_f64(),
-                                    outcome.total().latencies.quantile_ms(0.95),
-                                    outcome.total().error_count()
+                                    total.requests() as f64 / outcome.elapsed.as_secs_f64(),
+                                    total.latencies.quantile_ms(0.95),
+                                    total.error_count()
                                 );
                                 for (i, strategy) in strategies.iter().enumerate() {
                                     let strategy_index = spec
@@ -297,10 +299,7 @@ pub async fn run_matrix(
                                         })
                                         .or_default();
                                     if let Some(v) = outcome.variants.get(i) {
-                                        a.client.latencies.merge(&v.latencies);
-                                        for (s, n) in &v.errors {
-                                            *a.client.errors.entry(*s).or_default() += n;
-                                        }
+                                        a.client.merge(v);
                                     }
                                     a.elapsed += outcome.elapsed.as_secs_f64();
                                     a.dropped += outcome.dropped;
@@ -328,20 +327,32 @@ pub async fn run_matrix(
                     };
                     let clients = vus.min(cap).max(1);
                     for strategy in &spec.strategies {
-                        let users = user_pool.clone();
-                        let bspec = BaselineSpec {
-                            database_url: database_url.clone(),
-                            strategy: strategy.clone(),
-                            members,
-                            clients,
-                            duration: spec.duration,
-                            users,
-                            work_dir: spec.work_dir.clone(),
+                        // pgbench's figure depends on these three only: once
+                        // the pools cap the clients, larger VU counts reuse it.
+                        let baseline_key = (members, clients, strategy.clone());
+                        let tps = match baseline_tps.get(&baseline_key) {
+                            Some(&tps) => tps,
+                            None => {
+                                let bspec = BaselineSpec {
+                                    database_url: database_url.clone(),
+                                    strategy: strategy.clone(),
+                                    members,
+                                    clients,
+                                    duration: spec.duration,
+                                    users: seeded.users.clone(),
+                                    work_dir: spec.work_dir.clone(),
+                                };
+                                let tps =
+                                    tokio::task::spawn_blocking(move || baseline::run(&bspec))
+                                        .await
+                                        .map_err(|e| e.to_string())??;
+                                eprintln!(
+                                    "pgbench {strategy} m={members} clients={clients}: {tps:.0} tps"
+                                );
+                                baseline_tps.insert(baseline_key, tps);
+                                tps
+                            }
                         };
-                        let tps = tokio::task::spawn_blocking(move || baseline::run(&bspec))
-                            .await
-                            .map_err(|e| e.to_string())??;
-                        eprintln!("pgbench {strategy} m={members} clients={clients}: {tps:.0} tps");
                         for (key, a) in acc.iter_mut() {
                             if key.pool == pool
                                 && key.variant == variant
@@ -409,7 +420,6 @@ fn merge_stats(all: &[ServerStats]) -> ServerStats {
         out.timeouts += s.timeouts;
         out.use_time = out.use_time.add(&s.use_time);
         out.wait_time = out.wait_time.add(&s.wait_time);
-        out.samples += s.samples;
     }
     out
 }

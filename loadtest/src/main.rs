@@ -33,7 +33,8 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::experiment::{
-    MatrixSpec, ServerVariant, Servers, Watched, closed, run_matrix, scenario_name, variants_for,
+    MatrixSpec, ServerVariant, Servers, Watched, closed, parse_kv, run_matrix, scenario_name,
+    variants_for,
 };
 use crate::fleet::{Fleet, FleetSpec};
 use crate::report::CellResult;
@@ -236,12 +237,6 @@ struct CrosscheckArgs {
 #[derive(Debug, Clone)]
 struct Stages(Vec<schedule::Stage>);
 
-fn parse_kv(s: &str) -> Result<(String, String), String> {
-    s.split_once('=')
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .ok_or_else(|| format!("{s:?} is not KEY=VALUE"))
-}
-
 fn http_client(max_idle: usize) -> Result<reqwest::Client, String> {
     reqwest::Client::builder()
         .pool_max_idle_per_host(max_idle.max(16))
@@ -360,7 +355,7 @@ async fn run(args: RunArgs) -> Result<bool, String> {
         Some(f) => (f.urls(), f.pids()),
         None => (
             args.servers.target.clone(),
-            vec![None; args.servers.target.len()],
+            sampler::external_pids(&args.servers.target),
         ),
     };
     let first = targets.first().ok_or("no target server")?.clone();

@@ -4,14 +4,12 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use serde::Serialize;
-
 use crate::runner::VariantOutcome;
 use crate::sampler::ServerStats;
 use crate::thresholds::Figures;
 
 /// One cell of an experiment: what was asked and what it got.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct CellResult {
     /// Server variant (`-`: the servers as they are).
     pub server: String,

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -64,6 +64,14 @@ pub struct VariantOutcome {
 }
 
 impl VariantOutcome {
+    /// Adds `other`'s requests to these.
+    pub fn merge(&mut self, other: &VariantOutcome) {
+        self.latencies.merge(&other.latencies);
+        for (status, n) in &other.errors {
+            *self.errors.entry(*status).or_default() += n;
+        }
+    }
+
     /// Requests completed.
     pub fn requests(&self) -> u64 {
         self.latencies.count()
@@ -91,10 +99,7 @@ impl RunOutcome {
     pub fn total(&self) -> VariantOutcome {
         let mut total = VariantOutcome::default();
         for v in &self.variants {
-            total.latencies.merge(&v.latencies);
-            for (status, n) in &v.errors {
-                *total.errors.entry(*status).or_default() += n;
-            }
+            total.merge(v);
         }
         total
     }
@@ -134,17 +139,15 @@ pub async fn run(
     let dropped = match &model {
         Model::Closed { stages, think_time } => {
             let peak = model.peak_concurrency();
-            let stop = Arc::new(AtomicBool::new(false));
             let mut vus = Vec::with_capacity(peak);
             for index in 0..peak {
-                let (client, targets, work, variants, tx, counter, stop, stages) = (
+                let (client, targets, work, variants, tx, counter, stages) = (
                     client.clone(),
                     targets.clone(),
                     work.clone(),
                     variants.clone(),
                     tx.clone(),
                     counter.clone(),
-                    stop.clone(),
                     stages.clone(),
                 );
                 let think = *think_time;
@@ -153,7 +156,7 @@ pub async fn run(
                     loop {
                         let elapsed = started.elapsed();
                         let wanted = vus_at(&stages, elapsed);
-                        if wanted == 0 || stop.load(Ordering::Relaxed) {
+                        if wanted == 0 {
                             break;
                         }
                         if index >= wanted {
@@ -182,7 +185,6 @@ pub async fn run(
             for vu in vus {
                 let _ = vu.await;
             }
-            stop.store(true, Ordering::Relaxed);
             0
         }
         Model::Open {

@@ -36,8 +36,6 @@ pub struct ServerStats {
     pub rss_max_mib: f64,
     /// CPU used by all servers, percent of one core.
     pub cpu_percent: f64,
-    /// Scrapes made.
-    pub samples: usize,
 }
 
 /// A running sampler.
@@ -68,7 +66,7 @@ impl Sampler {
             .into_iter()
             .zip(pids.into_iter().chain(std::iter::repeat(None)))
             .map(|(url, pid)| Watch {
-                pid: pid.or_else(|| port_of(&url).and_then(procstat::pid_listening_on)),
+                pid,
                 url,
                 first: None,
                 last: None,
@@ -100,7 +98,6 @@ impl Sampler {
                         stats.pending_max = stats.pending_max.max(pending);
                         used_total += used;
                         used_points += 1;
-                        stats.samples += 1;
                     }
                     if let Some(p) = w.pid.and_then(procstat::sample) {
                         stats.rss_max_mib = stats.rss_max_mib.max(p.rss_mib);
@@ -182,6 +179,15 @@ async fn scrape(client: &reqwest::Client, url: &str) -> Option<Exposition> {
         .ok()?;
     let text = resp.text().await.ok()?;
     Some(Exposition::parse(&text))
+}
+
+/// The pids of servers someone else started, found once by the port they
+/// listen on (a scan of every process's sockets: too slow to repeat per
+/// run). `None` where none is found; their RSS and CPU are then not read.
+pub fn external_pids(urls: &[String]) -> Vec<Option<u32>> {
+    urls.iter()
+        .map(|url| port_of(url).and_then(procstat::pid_listening_on))
+        .collect()
 }
 
 fn port_of(url: &str) -> Option<u16> {

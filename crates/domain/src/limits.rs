@@ -14,6 +14,13 @@ pub const PAGE_LIMIT_MAX: u32 = 100;
 /// Page size when the client names none.
 pub const PAGE_LIMIT_DEFAULT: u32 = 50;
 
+/// HikariCP's formula, `cores × 2 + effective spindles`, with one spindle:
+/// enough connections to keep every core busy while others wait on I/O.
+/// chatlab's default pool size, and the size its charts mark.
+pub fn hikari_pool_size(cores: usize) -> u32 {
+    u32::try_from(cores.saturating_mul(2).saturating_add(1)).unwrap_or(u32::MAX)
+}
+
 /// Limits that deployments may tune.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {

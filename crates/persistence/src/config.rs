@@ -178,9 +178,9 @@ impl DbConfig {
 /// thread count of the Spring services the seed documents measured.
 pub const DEFAULT_BLOCKING_THREADS: usize = 200;
 
-/// HikariCP's formula, `cores × 2 + effective spindles`, with one spindle:
-/// enough connections to keep every core busy while others wait on I/O.
+/// [`hikari_pool_size`](chatlab_domain::limits::hikari_pool_size) for this
+/// machine's cores.
 pub fn default_pool_size() -> u32 {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    u32::try_from(cores * 2 + 1).unwrap_or(u32::MAX)
+    chatlab_domain::limits::hikari_pool_size(cores)
 }
