@@ -34,6 +34,7 @@
 //! | `KAFKA_SEND_TIMEOUT_MS` | 5000 | bound on one delivery (`message.timeout.ms`) |
 //! | `KAFKA_LINGER_MS` | 0 | producer batching delay (`linger.ms`) |
 //! | `KAFKA_MOCK_BROKER_RTT_MS` | 0 | round-trip time injected into the mock cluster |
+//! | `KAFKA_RECEIPT_RETENTION_SECS` | 86400 | receipts (partition, offset) of acknowledged events are kept this long for the audit |
 //! | `OUTBOX_BATCH_SIZE` | 500 | rows per relay batch |
 //! | `OUTBOX_POLL_MS` | 100 | relay poll period (it also wakes on every local outbox commit) |
 //! | `OUTBOX_RETENTION_SECS` | 3600 | published outbox rows are deleted after this |
@@ -54,6 +55,7 @@ use chatlab_domain::{InsertStrategy, Limits, PublishMode};
 use chatlab_kafka::KafkaConfig;
 use chatlab_persistence::config::{DEFAULT_BLOCKING_THREADS, default_pool_size};
 use chatlab_persistence::outbox_relay::RelaySettings;
+use chatlab_persistence::receipt_ledger::LedgerSettings;
 use chatlab_persistence::{DbConfig, Driver, Pooling, Recycle, SessionSettings};
 
 /// Every variable this module reads; anything else under our prefixes is a typo.
@@ -90,6 +92,7 @@ const KNOWN: &[&str] = &[
     "KAFKA_SEND_TIMEOUT_MS",
     "KAFKA_LINGER_MS",
     "KAFKA_MOCK_BROKER_RTT_MS",
+    "KAFKA_RECEIPT_RETENTION_SECS",
     "OUTBOX_BATCH_SIZE",
     "OUTBOX_POLL_MS",
     "OUTBOX_RETENTION_SECS",
@@ -182,6 +185,8 @@ pub struct Settings {
     pub kafka: KafkaConfig,
     /// Outbox relay.
     pub outbox: RelaySettings,
+    /// Receipt ledger.
+    pub ledger: LedgerSettings,
     /// Log format.
     pub log_format: LogFormat,
 }
@@ -238,6 +243,11 @@ impl Settings {
         if limits.chat_max_members == 0 {
             return Err(env.invalid("CHAT_MAX_MEMBERS", "must be at least 1"));
         }
+        let topic = env.string("KAFKA_TOPIC", "chatlab.chat-events");
+        let ledger = LedgerSettings {
+            retention: Duration::from_secs(env.parse("KAFKA_RECEIPT_RETENTION_SECS", 86_400)?),
+            ..LedgerSettings::for_topic(&topic)
+        };
         Ok(Self {
             http: HttpSettings {
                 addr: env.parse("HTTP_ADDR", SocketAddr::from(([127, 0, 0, 1], 8080)))?,
@@ -256,7 +266,7 @@ impl Settings {
             limits,
             kafka: KafkaConfig {
                 brokers: non_empty(env.string("KAFKA_BROKERS", "")),
-                topic: env.string("KAFKA_TOPIC", "chatlab.chat-events"),
+                topic,
                 partitions: env.parse("KAFKA_TOPIC_PARTITIONS", 3)?,
                 send_timeout: Duration::from_millis(env.parse("KAFKA_SEND_TIMEOUT_MS", 5000)?),
                 linger: Duration::from_millis(env.parse("KAFKA_LINGER_MS", 0)?),
@@ -268,6 +278,7 @@ impl Settings {
                 retention: Duration::from_secs(env.parse("OUTBOX_RETENTION_SECS", 3600)?),
                 ..RelaySettings::default()
             },
+            ledger,
             log_format: env.parse("LOG_FORMAT", LogFormat::Pretty)?,
         })
     }

@@ -16,8 +16,9 @@ use utoipa_swagger_ui::SwaggerUi;
 
 use chatlab_kafka::{EmbeddedBroker, EventMetrics, KafkaPublisher, KafkaSetupError};
 use chatlab_persistence::outbox_relay::{OutboxMetrics, OutboxRelay};
+use chatlab_persistence::receipt_ledger::{self, LedgerMetrics, ReceiptLedger};
 use chatlab_persistence::{PersistenceError, PgStore, migrations};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use crate::audit::AuditSource;
@@ -55,6 +56,8 @@ pub struct Application {
     server: Server,
     relay: JoinHandle<()>,
     relay_stop: watch::Sender<bool>,
+    ledger: JoinHandle<()>,
+    ledger_stop: watch::Sender<bool>,
     publisher: KafkaPublisher,
     embedded: Option<Arc<EmbeddedBroker>>,
 }
@@ -91,6 +94,17 @@ impl Application {
             embedded.is_none(),
         )
         .await?;
+        let (receipts, receipts_rx) = mpsc::channel(receipt_ledger::CHANNEL_CAPACITY);
+        let publisher = publisher.with_receipts(receipts);
+        let ledger = ReceiptLedger::new(
+            settings.db.url.clone(),
+            &settings.db.session,
+            receipts_rx,
+            LedgerMetrics::register(&mut registry),
+            settings.ledger.clone(),
+        );
+        let (ledger_stop, ledger_stopped) = watch::channel(false);
+        let ledger = ledger.spawn(ledger_stopped);
         let store = PgStore::new(&settings.db, &mut registry, Arc::new(publisher.clone()));
         let relay = OutboxRelay::new(
             settings.db.url.clone(),
@@ -182,6 +196,8 @@ impl Application {
             server,
             relay,
             relay_stop,
+            ledger,
+            ledger_stop,
             publisher,
             embedded,
         })
@@ -205,8 +221,8 @@ impl Application {
 
     /// Serves until SIGTERM or SIGINT (or [`Application::handle`]'s stop),
     /// then lets in-flight requests finish within the shutdown timeout,
-    /// stops the outbox relay after its batch in hand, and gives queued
-    /// events five seconds to be delivered.
+    /// stops the outbox relay after its batch in hand, gives queued events
+    /// five seconds to be delivered, and writes their receipts.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         let served = self.server.await;
         let _ = self.relay_stop.send(true);
@@ -217,6 +233,10 @@ impl Application {
         let _ =
             tokio::task::spawn_blocking(move || publisher.flush(std::time::Duration::from_secs(5)))
                 .await;
+        let _ = self.ledger_stop.send(true);
+        if let Err(e) = self.ledger.await {
+            tracing::warn!(error = %e, "receipt ledger ended abnormally");
+        }
         drop(self.embedded);
         served
     }

@@ -146,6 +146,68 @@ impl Event {
     }
 }
 
+/// Where the broker says it stored a record: the partition and offset of
+/// its delivery report. An offset below 0 means the broker acknowledged the
+/// record without saying where (librdkafka reports that, for example, for a
+/// send the broker answered as a duplicate of one it already holds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Receipt {
+    /// The partition.
+    pub partition: i32,
+    /// The offset there.
+    pub offset: i64,
+}
+
+impl Receipt {
+    /// Whether the broker named a position at all.
+    pub const fn has_offset(&self) -> bool {
+        self.offset >= 0
+    }
+}
+
+impl std::fmt::Display for Receipt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.has_offset() {
+            write!(f, "{}@{}", self.partition, self.offset)
+        } else {
+            write!(f, "{}@?", self.partition)
+        }
+    }
+}
+
+/// An event the broker acknowledged, with its receipt: what the receipt
+/// ledger keeps, so the audit can tell an event chatlab never got
+/// acknowledged (chatlab's loss) from one the broker acknowledged and does
+/// not serve (the broker's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AckedEvent {
+    /// The event.
+    pub event_id: Uuid,
+    /// The chat or message it announces.
+    pub subject_id: Uuid,
+    /// The mode that produced it.
+    pub mode: PublishMode,
+    /// The event's `occurred_at`, so the audit's window applies to receipts
+    /// as it does to rows and records.
+    pub occurred_at: DateTime<Utc>,
+    /// Where the broker says it is.
+    pub receipt: Receipt,
+}
+
+impl AckedEvent {
+    /// The receipt of `event`. Events carry their mode as text; one this
+    /// build cannot parse (none it produced) counts as `off`.
+    pub fn of(event: &Event, receipt: Receipt) -> Self {
+        Self {
+            event_id: event.event_id,
+            subject_id: event.subject_id(),
+            mode: event.publish_mode.parse().unwrap_or(PublishMode::Off),
+            occurred_at: event.occurred_at,
+            receipt,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,7 +21,7 @@ pub mod validation;
 pub use commands::{CreateChat, NewChat, NewMessage, NewUser, SendMessage};
 pub use entities::{Chat, ChatCreated, Member, Message, MessageKind, User};
 pub use errors::{Entity, RepositoryError, UnavailableReason};
-pub use events::{Event, EventPayload};
+pub use events::{AckedEvent, Event, EventPayload, Receipt};
 pub use ids::{ChatId, MessageId, UserId};
 pub use imports::{
     ChunkFailure, ChunkRange, ImportMembers, ImportMessages, ImportPlan, ImportReport,

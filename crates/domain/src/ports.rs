@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use crate::commands::{CreateChat, NewUser, SendMessage};
 use crate::entities::{Chat, ChatCreated, Member, Message, User};
 use crate::errors::RepositoryError;
-use crate::events::Event;
+use crate::events::{Event, Receipt};
 use crate::ids::{ChatId, MessageId, UserId};
 use crate::imports::{ImportMembers, ImportMessages, ImportReport};
 use crate::paging::{Page, PageRequest};
@@ -115,9 +115,10 @@ pub struct PublishError(pub String);
 /// timeout, so no mode can hold a database connection forever.
 #[async_trait]
 pub trait EventPublisher: Send + Sync {
-    /// Produces the event and waits for the broker's acknowledgement.
-    /// `mode` labels the metrics.
-    async fn publish(&self, event: &Event, mode: PublishMode) -> Result<(), PublishError>;
+    /// Produces the event and waits for the broker's acknowledgement;
+    /// answers where the broker says it stored the event. `mode` labels the
+    /// metrics.
+    async fn publish(&self, event: &Event, mode: PublishMode) -> Result<Receipt, PublishError>;
 
     /// Hands the event to the producer's queue and returns at once; the
     /// delivery outcome is only counted. Fails only when the queue refuses

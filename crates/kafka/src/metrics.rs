@@ -37,6 +37,9 @@ pub struct EventMetrics {
     pub published: Family<ModeLabel, Counter>,
     /// Events the broker did not acknowledge (timeout, refusal, full queue).
     pub failed: Family<ModeLabel, Counter>,
+    /// Receipts of acknowledged events that the receipt ledger's queue
+    /// had no room for: the audit cannot place those events.
+    pub receipts_dropped: Counter,
 }
 
 impl EventMetrics {
@@ -60,6 +63,7 @@ impl EventMetrics {
             produce_duration: Family::new_with_constructor(new_histogram),
             published: Family::default(),
             failed: Family::default(),
+            receipts_dropped: Counter::default(),
         };
         registry.register_with_unit(
             "chatlab_event_produce_duration",
@@ -76,6 +80,11 @@ impl EventMetrics {
             "chatlab_events_failed",
             "Events not acknowledged: rolled back (in_tx_await), lost (after_commit, in_tx_enqueue) or retried (outbox)",
             m.failed.clone(),
+        );
+        registry.register(
+            "chatlab_event_receipts_dropped",
+            "Receipts of acknowledged events dropped because the receipt ledger's queue was full",
+            m.receipts_dropped.clone(),
         );
         m
     }

@@ -8,11 +8,13 @@ use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::future_producer::OwnedDeliveryResult;
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer};
 use rdkafka::util::Timeout;
 use tracing::{info, warn};
 
-use chatlab_domain::{Event, EventPublisher, PublishError, PublishMode};
+use chatlab_domain::{AckedEvent, Event, EventPublisher, PublishError, PublishMode, Receipt};
+use tokio::sync::mpsc;
 
 use crate::KafkaSetupError;
 use crate::config::KafkaConfig;
@@ -25,6 +27,7 @@ pub struct KafkaPublisher {
     producer: FutureProducer,
     topic: String,
     metrics: EventMetrics,
+    receipts: Option<mpsc::Sender<AckedEvent>>,
 }
 
 impl std::fmt::Debug for KafkaPublisher {
@@ -73,7 +76,31 @@ impl KafkaPublisher {
             producer,
             topic: config.topic.clone(),
             metrics,
+            receipts: None,
         })
+    }
+
+    /// Hands every acknowledged event, with the partition and offset of its
+    /// delivery report, to `receipts` (the receipt ledger). The hand-over
+    /// never waits: when the channel is full the receipt is dropped and
+    /// counted (`chatlab_event_receipts_dropped_total`).
+    pub fn with_receipts(mut self, receipts: mpsc::Sender<AckedEvent>) -> Self {
+        self.receipts = Some(receipts);
+        self
+    }
+
+    /// The topic events go to.
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// Counts and keeps the receipt of an acknowledged event.
+    fn acknowledged(&self, event: &Event, receipt: Receipt) {
+        if let Some(tx) = &self.receipts
+            && tx.try_send(AckedEvent::of(event, receipt)).is_err()
+        {
+            self.metrics.receipts_dropped.inc();
+        }
     }
 
     /// Sends whatever is still queued, waiting up to `timeout` (shutdown).
@@ -114,18 +141,17 @@ impl KafkaPublisher {
 
 #[async_trait]
 impl EventPublisher for KafkaPublisher {
-    async fn publish(&self, event: &Event, mode: PublishMode) -> Result<(), PublishError> {
+    async fn publish(&self, event: &Event, mode: PublishMode) -> Result<Receipt, PublishError> {
         let label = Self::label(mode);
         let started = Instant::now();
         let outcome = match self.enqueue_record(event) {
-            Ok(delivery) => match delivery.await {
-                Ok(Ok(_)) => Ok(()),
-                Ok(Err((e, _))) => Err(PublishError(format!("not acknowledged: {e}"))),
-                Err(_) => Err(PublishError("the producer was closed".into())),
-            },
+            Ok(delivery) => delivery_outcome(delivery.await),
             Err(e) => Err(e),
         };
         self.metrics.record(&label, started, outcome.is_ok());
+        if let Ok(receipt) = outcome {
+            self.acknowledged(event, receipt);
+        }
         outcome
     }
 
@@ -141,17 +167,34 @@ impl EventPublisher for KafkaPublisher {
         // Nobody waits for the outcome: it is only counted. This is the
         // seed's behaviour, and why a rollback after this point leaves a
         // phantom event and a crash before delivery loses one.
-        let metrics = self.metrics.clone();
-        let event_id = event.event_id;
+        let this = self.clone();
+        let event = event.clone();
         let started = Instant::now();
         tokio::spawn(async move {
-            let delivered = matches!(delivery.await, Ok(Ok(_)));
-            metrics.record(&label, started, delivered);
-            if !delivered {
-                warn!(%event_id, "enqueued event was not delivered: lost");
+            let outcome = delivery_outcome(delivery.await);
+            this.metrics.record(&label, started, outcome.is_ok());
+            match outcome {
+                Ok(receipt) => this.acknowledged(&event, receipt),
+                Err(e) => {
+                    warn!(event_id = %event.event_id, error = %e, "enqueued event was not delivered: lost")
+                }
             }
         });
         Ok(())
+    }
+}
+
+/// The receipt of a delivery report, or why there is none.
+fn delivery_outcome<Canceled>(
+    report: Result<OwnedDeliveryResult, Canceled>,
+) -> Result<Receipt, PublishError> {
+    match report {
+        Ok(Ok(delivery)) => Ok(Receipt {
+            partition: delivery.partition,
+            offset: delivery.offset,
+        }),
+        Ok(Err((e, _))) => Err(PublishError(format!("not acknowledged: {e}"))),
+        Err(_) => Err(PublishError("the producer was closed".into())),
     }
 }
 

@@ -43,6 +43,7 @@ pub(crate) async fn publish_in_tx(
         PublishMode::InTxAwait => publisher
             .publish(event, mode)
             .await
+            .map(|_receipt| ())
             .map_err(TxError::Publish),
         PublishMode::InTxEnqueue => publisher.enqueue(event, mode).map_err(TxError::Publish),
         PublishMode::Outbox => {

@@ -281,7 +281,7 @@ impl OutboxRelay {
                 let mut last_error = None;
                 for ((id, _), result) in events.iter().zip(results) {
                     match result {
-                        Ok(()) => published.push(*id),
+                        Ok(_receipt) => published.push(*id),
                         Err(e) => {
                             failed_ids.push(*id);
                             last_error = Some(e.to_string());

@@ -21,6 +21,20 @@ diesel::table! {
 }
 
 diesel::table! {
+    event_receipts (id) {
+        id -> Int8,
+        event_id -> Uuid,
+        subject_id -> Uuid,
+        publish_mode -> Text,
+        topic -> Text,
+        partition -> Int4,
+        offset -> Int8,
+        occurred_at -> Timestamptz,
+        recorded_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
     messages (id) {
         id -> Uuid,
         chat_id -> Uuid,
@@ -61,4 +75,11 @@ diesel::joinable!(chats -> users (creator_id));
 diesel::joinable!(messages -> chats (chat_id));
 diesel::joinable!(messages -> users (sender_id));
 
-diesel::allow_tables_to_appear_in_same_query!(chat_members, chats, messages, outbox, users,);
+diesel::allow_tables_to_appear_in_same_query!(
+    chat_members,
+    chats,
+    event_receipts,
+    messages,
+    outbox,
+    users,
+);

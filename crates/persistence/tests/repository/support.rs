@@ -7,8 +7,8 @@ use prometheus_client::registry::Registry;
 use uuid::Uuid;
 
 use chatlab_domain::{
-    CreateChat, Event, EventPublisher, Limits, NewChat, NewUser, PublishError, PublishMode, UserId,
-    UserRepository,
+    CreateChat, Event, EventPublisher, Limits, NewChat, NewUser, PublishError, PublishMode,
+    Receipt, UserId, UserRepository,
 };
 use chatlab_persistence::PgStore;
 use chatlab_persistence::schema::{chat_members, chats, messages};
@@ -26,7 +26,7 @@ pub struct NoBroker;
 
 #[async_trait::async_trait]
 impl EventPublisher for NoBroker {
-    async fn publish(&self, _: &Event, mode: PublishMode) -> Result<(), PublishError> {
+    async fn publish(&self, _: &Event, mode: PublishMode) -> Result<Receipt, PublishError> {
         Err(PublishError(format!(
             "no broker in this test (mode {mode})"
         )))
