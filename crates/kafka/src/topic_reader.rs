@@ -1,14 +1,15 @@
 //! Reads a whole topic from the beginning up to its current end: the
 //! audit's view of what was published, and the tests' too.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 
-use chatlab_domain::Event;
+use chatlab_domain::audit::PartitionEnds;
+use chatlab_domain::{Event, Receipt};
 
 use crate::KafkaSetupError;
 
@@ -25,13 +26,51 @@ pub struct TopicRecord {
     pub event: Result<Event, String>,
 }
 
+impl TopicRecord {
+    /// Where it is, in the form of a delivery receipt.
+    pub fn position(&self) -> Receipt {
+        Receipt {
+            partition: self.partition,
+            offset: self.offset,
+        }
+    }
+}
+
+/// What one read of a topic found.
+#[derive(Debug, Clone, Default)]
+pub struct TopicSnapshot {
+    /// Every record read, ordered by partition and offset, each once.
+    pub records: Vec<TopicRecord>,
+    /// Each partition's watermarks at the last look: records live in
+    /// `[low, high)`.
+    pub ends: Vec<PartitionEnds>,
+    /// Offsets inside the watermarks that no pass could read (the broker
+    /// served a gap), by partition. Empty on a broker that serves every
+    /// offset it counts.
+    pub gaps: Vec<(i32, i64)>,
+}
+
+/// Passes over the topic at most: each reads from the first offset not yet
+/// read (a gap, or the previous end) to the high watermark of that moment.
+const PASSES: usize = 5;
+
+/// How long a pass waits for a record it has not read yet.
+const IDLE: Duration = Duration::from_secs(2);
+
 /// Every record of `topic` present when the call starts, ordered by
 /// partition and offset. Blocking: call it from `spawn_blocking`.
+///
+/// A broker may count an offset in its high watermark before it serves the
+/// record there (tansu advances the watermark, then stores the batch), and
+/// a fetch then returns the records after it and not it. So the reader
+/// keeps every offset it read, and each further pass starts at the first
+/// offset of `[low, high)` it is missing, not after the last one it got;
+/// what is still missing after the last pass is reported as a gap.
 pub fn read_all(
     bootstrap: &str,
     topic: &str,
     timeout: Duration,
-) -> Result<Vec<TopicRecord>, KafkaSetupError> {
+) -> Result<TopicSnapshot, KafkaSetupError> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set(
@@ -40,6 +79,9 @@ pub fn read_all(
         )
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "false")
+        // An offset the broker no longer has must fail the read, not jump
+        // to the end and read nothing.
+        .set("auto.offset.reset", "error")
         .create()?;
     let deadline = Instant::now() + timeout;
     let metadata = consumer.fetch_metadata(Some(topic), timeout)?;
@@ -49,61 +91,112 @@ pub fn read_all(
         .filter(|t| t.name() == topic)
         .flat_map(|t| t.partitions().iter().map(|p| p.id()))
         .collect();
-    // Read every partition from its low watermark to its high watermark;
-    // then ask for the watermarks again and read on if they moved (a broker
-    // may report a high watermark that lags a record it already acked).
-    let mut positions: HashMap<i32, i64> = HashMap::new();
+    let mut read: HashMap<i32, BTreeSet<i64>> = HashMap::new();
+    let mut ends: HashMap<i32, (i64, i64)> = HashMap::new();
     let mut records = Vec::new();
-    // Three passes at most: a topic still being written to is read up to
-    // where it stood on the third look, not chased forever.
-    for _pass in 0..3 {
-        let mut ends: HashMap<i32, i64> = HashMap::new();
+    for _pass in 0..PASSES {
+        // Where each partition's pass ends.
+        let mut todo: HashMap<i32, i64> = HashMap::new();
         let mut assignment = TopicPartitionList::new();
         for &p in &partitions {
             let (low, high) = consumer.fetch_watermarks(topic, p, timeout)?;
-            let from = positions.get(&p).copied().unwrap_or(low).max(low);
-            if high > from {
-                ends.insert(p, high);
+            ends.insert(p, (low, high));
+            let have = read.entry(p).or_default();
+            if let Some(from) = first_missing(have, low, high) {
+                todo.insert(p, high);
                 assignment.add_partition_offset(topic, p, Offset::Offset(from))?;
             }
         }
-        if ends.is_empty() {
+        if todo.is_empty() {
             break;
         }
         consumer.assign(&assignment)?;
-        while !ends.is_empty() && Instant::now() < deadline {
-            let Some(message) = consumer.poll(Duration::from_millis(200)) else {
+        // A pass ends when every partition is read to its end, or when
+        // nothing new arrived for `IDLE` (the broker does not serve an
+        // offset it counts: the next pass asks again, and what is still
+        // missing after the last one is a gap).
+        let mut last_new = Instant::now();
+        while !todo.is_empty() && Instant::now() < deadline && last_new.elapsed() < IDLE {
+            let Some(message) = consumer.poll(Duration::from_millis(100)) else {
                 continue;
             };
             let message = message?;
             let partition = message.partition();
             let offset = message.offset();
-            if positions.get(&partition).is_some_and(|&next| offset < next) {
-                continue;
+            let have = read.entry(partition).or_default();
+            if have.insert(offset) {
+                last_new = Instant::now();
+                records.push(TopicRecord {
+                    partition,
+                    offset,
+                    key: message
+                        .key()
+                        .map(|k| String::from_utf8_lossy(k).into_owned()),
+                    event: message
+                        .payload()
+                        .ok_or_else(|| "empty payload".to_owned())
+                        .and_then(|p| Event::from_json(p).map_err(|e| e.to_string())),
+                });
             }
-            positions.insert(partition, offset + 1);
-            records.push(TopicRecord {
-                partition,
-                offset,
-                key: message
-                    .key()
-                    .map(|k| String::from_utf8_lossy(k).into_owned()),
-                event: message
-                    .payload()
-                    .ok_or_else(|| "empty payload".to_owned())
-                    .and_then(|p| Event::from_json(p).map_err(|e| e.to_string())),
-            });
-            if ends.get(&partition).is_some_and(|&end| offset + 1 >= end) {
-                ends.remove(&partition);
+            if todo.get(&partition).is_some_and(|&end| offset + 1 >= end) {
+                todo.remove(&partition);
             }
         }
-        if !ends.is_empty() {
+        if Instant::now() >= deadline {
             return Err(KafkaSetupError::Broker(format!(
                 "timed out reading {topic}: partitions {:?} not read to their end",
-                ends.keys().collect::<Vec<_>>()
+                todo.keys().collect::<Vec<_>>()
             )));
         }
     }
     records.sort_by_key(|r| (r.partition, r.offset));
-    Ok(records)
+    let mut gaps = Vec::new();
+    let mut snapshot_ends = Vec::new();
+    for (&partition, &(low, high)) in &ends {
+        snapshot_ends.push(PartitionEnds {
+            partition,
+            low,
+            high,
+        });
+        let have = read.get(&partition);
+        gaps.extend(
+            (low..high)
+                .filter(|o| !have.is_some_and(|h| h.contains(o)))
+                .map(|o| (partition, o)),
+        );
+    }
+    snapshot_ends.sort_by_key(|e| e.partition);
+    gaps.sort_unstable();
+    Ok(TopicSnapshot {
+        records,
+        ends: snapshot_ends,
+        gaps,
+    })
+}
+
+/// The first offset of `[low, high)` not in `have`.
+fn first_missing(have: &BTreeSet<i64>, low: i64, high: i64) -> Option<i64> {
+    let mut next = low;
+    for &o in have.range(low..high) {
+        if o != next {
+            return Some(next);
+        }
+        next = o + 1;
+    }
+    (next < high).then_some(next)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_next_pass_starts_at_the_first_gap() {
+        let have: BTreeSet<i64> = [0, 1, 3, 4].into_iter().collect();
+        assert_eq!(first_missing(&have, 0, 5), Some(2));
+        assert_eq!(first_missing(&have, 0, 2), None);
+        assert_eq!(first_missing(&have, 3, 7), Some(5));
+        assert_eq!(first_missing(&BTreeSet::new(), 4, 4), None);
+        assert_eq!(first_missing(&BTreeSet::new(), 4, 6), Some(4));
+    }
 }
