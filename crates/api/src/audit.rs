@@ -1,16 +1,18 @@
-//! The event audit: reads the whole topic and the committed writes of a
-//! time window and reconciles them per publish mode (lost, phantom,
-//! duplicated). Served at `GET /audit` and run by `chatlab audit`.
+//! The event audit: reads the whole topic, the committed writes and the
+//! broker's receipts of a time window and reconciles them per publish mode
+//! (lost, phantom, duplicated), telling chatlab's losses (never
+//! acknowledged) from the broker's (acknowledged, not served). Served at
+//! `GET /audit` and run by `chatlab audit`.
 
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
 use chatlab_domain::RepositoryError;
-use chatlab_domain::audit::{AuditReport, SeenEvent, reconcile};
+use chatlab_domain::audit::{AuditInput, AuditReport, SeenEvent, reconcile};
 use chatlab_kafka::topic_reader;
 use chatlab_persistence::Database;
-use chatlab_persistence::audit_rows::committed_writes;
+use chatlab_persistence::audit_rows::{committed_writes, receipts};
 
 /// How long reading the topic may take.
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -41,7 +43,8 @@ pub struct AuditSource {
 }
 
 impl AuditSource {
-    /// Reconciles writes and events that happened in `[since, until)`.
+    /// Reconciles writes, receipts and events that happened in
+    /// `[since, until)`.
     pub async fn run(
         &self,
         since: DateTime<Utc>,
@@ -50,15 +53,21 @@ impl AuditSource {
         let writes = committed_writes(&self.db, since, until).await?;
         let bootstrap = self.bootstrap.clone();
         let topic = self.topic.clone();
-        let records = tokio::task::spawn_blocking(move || {
+        let snapshot = tokio::task::spawn_blocking(move || {
             topic_reader::read_all(&bootstrap, &topic, READ_TIMEOUT)
         })
         .await
         .map_err(|e| AuditError::Topic(e.to_string()))?
         .map_err(|e| AuditError::Topic(e.to_string()))?;
+        // Receipts are read after the topic: a receipt written meanwhile
+        // is of a record the topic already holds, never the other way.
+        let acked = receipts(&self.db, &self.topic, since, until).await?;
         let mut unreadable = 0;
         let mut events = Vec::new();
-        for record in records {
+        let mut read_positions = Vec::with_capacity(snapshot.records.len());
+        for record in snapshot.records {
+            let at = record.position();
+            read_positions.push(at);
             let Ok(event) = record.event else {
                 unreadable += 1;
                 continue;
@@ -71,10 +80,18 @@ impl AuditSource {
                     event_id: event.event_id,
                     subject_id: event.subject_id(),
                     mode,
+                    at,
                 }),
                 Err(_) => unreadable += 1,
             }
         }
-        Ok(reconcile(&writes, &events, unreadable))
+        Ok(reconcile(&AuditInput {
+            writes: &writes,
+            events: &events,
+            read_positions: &read_positions,
+            receipts: &acked,
+            ends: &snapshot.ends,
+            unreadable,
+        }))
     }
 }

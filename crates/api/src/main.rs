@@ -28,10 +28,13 @@ enum Command {
     /// Print the OpenAPI document as JSON.
     Openapi,
     /// Reconcile the event topic of KAFKA_BROKERS with the database at
-    /// DATABASE_URL: events lost, phantom and duplicated, per publish mode.
-    /// Exits 1 when a mode that promises no loss (outbox, in_tx_await) lost
-    /// an event. (With the embedded broker the events live in the server's
-    /// process: ask the server, GET /audit.)
+    /// DATABASE_URL and the broker's receipts: events lost, phantom and
+    /// duplicated, per publish mode, and per event whether the broker
+    /// acknowledged it and at which offset. Exits 1 when a mode that
+    /// promises no loss (outbox, in_tx_await) lost an event the broker
+    /// never acknowledged (chatlab's loss), 3 when the broker lost or
+    /// misplaced events it acknowledged. (With the embedded broker the
+    /// events live in the server's process: ask the server, GET /audit.)
     Audit {
         /// Window start, RFC 3339 (default: 1970-01-01).
         #[arg(long)]
@@ -42,6 +45,10 @@ enum Command {
         /// Leave out the last seconds, whose events may still be on their way.
         #[arg(long, default_value_t = 5)]
         settle_secs: u64,
+        /// Print every event's line (receipt, position on the topic,
+        /// verdict), not only those with a finding.
+        #[arg(long)]
+        events: bool,
     },
 }
 
@@ -64,7 +71,8 @@ async fn main() -> ExitCode {
             since,
             until,
             settle_secs,
-        } => audit(since, until, settle_secs).await,
+            events,
+        } => audit(since, until, settle_secs, events).await,
     }
 }
 
@@ -72,6 +80,7 @@ async fn audit(
     since: Option<chrono::DateTime<chrono::Utc>>,
     until: Option<chrono::DateTime<chrono::Utc>>,
     settle_secs: u64,
+    every_event: bool,
 ) -> ExitCode {
     telemetry::init(LogFormat::Pretty, "warn");
     let settings = match Settings::from_env() {
@@ -110,9 +119,18 @@ async fn audit(
                 settings.kafka.topic
             );
             print!("{}", report.to_table());
+            if every_event {
+                println!("\nevery event:\n");
+                print!("{}", report.lines_table());
+            }
             if report.failed() {
-                eprintln!("\nFAIL: a publish mode that promises no loss lost events");
+                eprintln!(
+                    "\nFAIL: a publish mode that promises no loss lost events the broker never acknowledged"
+                );
                 ExitCode::FAILURE
+            } else if report.broker_failed() {
+                eprintln!("\nBROKER: the broker lost or misplaced events it acknowledged");
+                ExitCode::from(3)
             } else {
                 ExitCode::SUCCESS
             }

@@ -1,14 +1,28 @@
 //! Reconciling the topic with the database: which committed writes have no
 //! event (lost), which events have no committed write (phantom), and which
-//! events arrived more than once (duplicated), per publish mode.
+//! events arrived more than once (duplicated), per publish mode; and, from
+//! the receipts the broker gave chatlab, whose loss a missing event is.
 //!
-//! Pure logic: the caller reads the rows and the topic for one time window.
+//! A receipt is the partition and offset of a delivery report. With it the
+//! audit can tell apart:
+//! - a loss of chatlab's: a committed write whose event the broker never
+//!   acknowledged (no receipt);
+//! - a loss of the broker's: an acknowledged event that the topic does not
+//!   hold at its receipt. Three shapes, counted per window in
+//!   [`BrokerFindings`]: an offset acknowledged at or past the partition's
+//!   high watermark (acknowledged, not served), one offset acknowledged for
+//!   two events, and an offset inside the watermarks that the reader did
+//!   not get (a gap the broker serves, or a reader bug).
+//!
+//! Pure logic: the caller reads the rows, the receipts and the topic for
+//! one time window.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
 
 use uuid::Uuid;
 
+use crate::events::{AckedEvent, Receipt};
 use crate::publish_mode::PublishMode;
 
 /// A committed write that should have an event: a chat or a talk message.
@@ -29,6 +43,39 @@ pub struct SeenEvent {
     pub subject_id: Uuid,
     /// The mode that produced it.
     pub mode: PublishMode,
+    /// Where the reader found it.
+    pub at: Receipt,
+}
+
+/// A partition's offsets as the reader last saw them: records live in
+/// `[low, high)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionEnds {
+    /// The partition.
+    pub partition: i32,
+    /// Low watermark: the first offset still kept.
+    pub low: i64,
+    /// High watermark: one past the last offset served.
+    pub high: i64,
+}
+
+/// What was read for one window.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AuditInput<'a> {
+    /// Committed writes of the window.
+    pub writes: &'a [CommittedWrite],
+    /// Events of the window read from the topic.
+    pub events: &'a [SeenEvent],
+    /// Every position the reader read, whatever its record (events of
+    /// other windows, unreadable records): the receipts are checked
+    /// against it.
+    pub read_positions: &'a [Receipt],
+    /// The receipts of the window's events.
+    pub receipts: &'a [AckedEvent],
+    /// Each partition's watermarks when the reader finished.
+    pub ends: &'a [PartitionEnds],
+    /// Records on the topic that were not chatlab events.
+    pub unreadable: usize,
 }
 
 /// The reconciliation of one mode.
@@ -38,10 +85,15 @@ pub struct ModeAudit {
     pub mode: PublishMode,
     /// Committed writes made with it.
     pub committed: usize,
-    /// Distinct events (by id) it produced.
+    /// Distinct events (by id) of it on the topic.
     pub events: usize,
-    /// Committed writes with no event (never counted for `off`).
+    /// Distinct events (by id) of it the broker acknowledged.
+    pub acked: usize,
+    /// Committed writes with no event on the topic (never counted for `off`).
     pub lost: usize,
+    /// Of `lost`, the writes whose event the broker had acknowledged: the
+    /// broker's loss, not chatlab's.
+    pub lost_after_ack: usize,
     /// Events whose write is not committed.
     pub phantom: usize,
     /// Extra copies of events already seen.
@@ -49,10 +101,91 @@ pub struct ModeAudit {
 }
 
 impl ModeAudit {
-    /// Whether the mode broke its promise: a no-loss mode that lost events.
-    pub fn failed(&self) -> bool {
-        self.mode.promises_no_loss() && self.lost > 0
+    /// Lost events the broker never acknowledged: chatlab's losses.
+    pub fn lost_unacked(&self) -> usize {
+        self.lost - self.lost_after_ack
     }
+
+    /// Whether the mode broke chatlab's promise: a no-loss mode with an
+    /// event that chatlab never got acknowledged. A broker that loses what
+    /// it acknowledged is reported apart ([`AuditReport::broker_failed`]).
+    pub fn failed(&self) -> bool {
+        self.mode.promises_no_loss() && self.lost_unacked() > 0
+    }
+}
+
+/// What the receipts say about the broker, over the window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BrokerFindings {
+    /// Receipts checked.
+    pub receipts: usize,
+    /// Acknowledged at or past the partition's high watermark: the broker
+    /// acknowledged a record it does not serve.
+    pub acked_past_end: usize,
+    /// Offsets acknowledged for more than one event: the broker gave one
+    /// offset twice.
+    pub offsets_acked_twice: usize,
+    /// Acknowledged offsets inside the watermarks that the reader did not
+    /// get: a gap in what the broker serves, or a reader bug.
+    pub acked_unread: usize,
+    /// Acknowledged without an offset (the broker did not say where).
+    pub acked_without_offset: usize,
+    /// Acknowledged below the low watermark: removed by retention since.
+    pub expired: usize,
+}
+
+impl BrokerFindings {
+    /// Whether the broker failed to keep or serve what it acknowledged.
+    pub fn any(&self) -> bool {
+        self.acked_past_end + self.offsets_acked_twice + self.acked_unread > 0
+    }
+}
+
+/// The verdict on one subject (a chat or a message) of the window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Verdict {
+    /// Committed, published once.
+    Ok,
+    /// Committed, published more than once (at least once delivery).
+    Duplicated,
+    /// Published, never committed.
+    Phantom,
+    /// Committed, never acknowledged by the broker, not on the topic.
+    Lost,
+    /// Acknowledged by the broker, not on the topic at its receipt.
+    NotServedAfterAck,
+}
+
+impl Verdict {
+    /// The word the tables use.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Duplicated => "duplicated",
+            Self::Phantom => "phantom",
+            Self::Lost => "lost (never acknowledged)",
+            Self::NotServedAfterAck => "acknowledged, not on the topic",
+        }
+    }
+}
+
+/// One subject of the window: its write, its receipts, where it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventLine {
+    /// The chat or message.
+    pub subject_id: Uuid,
+    /// Its mode.
+    pub mode: PublishMode,
+    /// Whether its write is committed.
+    pub committed: bool,
+    /// The event ids seen for it, on the topic or in receipts.
+    pub event_ids: Vec<Uuid>,
+    /// Where the broker said it stored them (one per acknowledgement).
+    pub acked_at: Vec<Receipt>,
+    /// Where the reader found them.
+    pub seen_at: Vec<Receipt>,
+    /// The verdict.
+    pub verdict: Verdict,
 }
 
 /// The reconciliation of every mode that appears in the window.
@@ -62,7 +195,14 @@ pub struct AuditReport {
     pub modes: Vec<ModeAudit>,
     /// Records on the topic that were not chatlab events.
     pub unreadable: usize,
+    /// What the receipts say about the broker.
+    pub broker: BrokerFindings,
+    /// One line per subject of a publishing mode, findings first.
+    pub lines: Vec<EventLine>,
 }
+
+/// How many lines with a finding [`AuditReport::to_table`] prints.
+const TABLE_LINES: usize = 50;
 
 impl AuditReport {
     /// The entry of one mode, if it appeared.
@@ -70,20 +210,34 @@ impl AuditReport {
         self.modes.iter().find(|m| m.mode == mode)
     }
 
-    /// Whether any no-loss mode lost an event.
+    /// Whether any no-loss mode lost an event chatlab never got
+    /// acknowledged.
     pub fn failed(&self) -> bool {
         self.modes.iter().any(ModeAudit::failed)
     }
 
-    /// The report as a Markdown table.
+    /// Whether the broker lost or misplaced what it acknowledged.
+    pub fn broker_failed(&self) -> bool {
+        self.broker.any() || self.modes.iter().any(|m| m.lost_after_ack > 0)
+    }
+
+    /// The lines with a finding (anything but `ok`).
+    pub fn findings(&self) -> impl Iterator<Item = &EventLine> {
+        self.lines.iter().filter(|l| l.verdict != Verdict::Ok)
+    }
+
+    /// The report as Markdown: the table per mode, the broker's findings,
+    /// and the first lines with a finding.
     pub fn to_table(&self) -> String {
         let mut out = String::from(
-            "| mode | committed | events | lost | phantom | duplicated | verdict |\n\
-             |---|---|---|---|---|---|---|\n",
+            "| mode | committed | events | acked | lost | of them acked | phantom | duplicated | verdict |\n\
+             |---|---|---|---|---|---|---|---|---|\n",
         );
         for m in &self.modes {
             let verdict = if m.failed() {
                 "FAIL: promised no loss"
+            } else if m.lost_after_ack > 0 {
+                "BROKER lost acknowledged events"
             } else if !m.mode.publishes() {
                 "no events expected"
             } else {
@@ -91,10 +245,31 @@ impl AuditReport {
             };
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {} | {} | {} | {} |",
-                m.mode, m.committed, m.events, m.lost, m.phantom, m.duplicated, verdict
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                m.mode,
+                m.committed,
+                m.events,
+                m.acked,
+                m.lost,
+                m.lost_after_ack,
+                m.phantom,
+                m.duplicated,
+                verdict
             );
         }
+        let b = &self.broker;
+        let _ = writeln!(
+            out,
+            "\nreceipts checked: {}; acknowledged past the high watermark: {}; offsets acknowledged \
+             twice: {}; acknowledged but unread inside the watermarks: {}; acknowledged without \
+             an offset: {}; expired: {}",
+            b.receipts,
+            b.acked_past_end,
+            b.offsets_acked_twice,
+            b.acked_unread,
+            b.acked_without_offset,
+            b.expired
+        );
         if self.unreadable > 0 {
             let _ = writeln!(
                 out,
@@ -102,51 +277,198 @@ impl AuditReport {
                 self.unreadable
             );
         }
+        let findings: Vec<&EventLine> = self.findings().collect();
+        if !findings.is_empty() {
+            out.push('\n');
+            out.push_str(&lines_table(findings.iter().take(TABLE_LINES).copied()));
+            if findings.len() > TABLE_LINES {
+                let _ = writeln!(out, "\n({} more)", findings.len() - TABLE_LINES);
+            }
+        }
         out
+    }
+
+    /// Every line, findings first, as Markdown.
+    pub fn lines_table(&self) -> String {
+        lines_table(self.lines.iter())
     }
 }
 
-/// Reconciles writes with events.
-pub fn reconcile(
-    writes: &[CommittedWrite],
-    events: &[SeenEvent],
-    unreadable: usize,
-) -> AuditReport {
-    let committed: HashSet<Uuid> = writes.iter().map(|w| w.subject_id).collect();
-    let announced: HashSet<Uuid> = events.iter().map(|e| e.subject_id).collect();
-    let mut modes = Vec::new();
-    for mode in PublishMode::ALL {
-        let mode_writes: Vec<&CommittedWrite> = writes.iter().filter(|w| w.mode == mode).collect();
-        let mode_events: Vec<&SeenEvent> = events.iter().filter(|e| e.mode == mode).collect();
-        if mode_writes.is_empty() && mode_events.is_empty() {
+fn positions(receipts: &[Receipt]) -> String {
+    if receipts.is_empty() {
+        return "-".to_owned();
+    }
+    receipts
+        .iter()
+        .map(Receipt::to_string)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn lines_table<'a>(lines: impl Iterator<Item = &'a EventLine>) -> String {
+    let mut out = String::from(
+        "| subject | mode | committed | acked at | on the topic at | verdict |\n\
+         |---|---|---|---|---|---|\n",
+    );
+    for l in lines {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} |",
+            l.subject_id,
+            l.mode,
+            if l.committed { "yes" } else { "no" },
+            positions(&l.acked_at),
+            positions(&l.seen_at),
+            l.verdict.as_str()
+        );
+    }
+    out
+}
+
+/// What the receipts say about the broker.
+fn broker_findings(input: &AuditInput<'_>) -> BrokerFindings {
+    let read: HashSet<Receipt> = input.read_positions.iter().copied().collect();
+    let ends: HashMap<i32, PartitionEnds> = input.ends.iter().map(|e| (e.partition, *e)).collect();
+    let mut findings = BrokerFindings {
+        receipts: input.receipts.len(),
+        ..BrokerFindings::default()
+    };
+    let mut events_at: HashMap<Receipt, HashSet<Uuid>> = HashMap::new();
+    for acked in input.receipts {
+        let r = acked.receipt;
+        if !r.has_offset() {
+            findings.acked_without_offset += 1;
             continue;
         }
-        let mut copies: HashMap<Uuid, usize> = HashMap::new();
-        for e in &mode_events {
-            *copies.entry(e.event_id).or_default() += 1;
+        events_at.entry(r).or_default().insert(acked.event_id);
+        let Some(end) = ends.get(&r.partition) else {
+            findings.acked_past_end += 1;
+            continue;
+        };
+        if r.offset >= end.high {
+            findings.acked_past_end += 1;
+        } else if r.offset < end.low {
+            findings.expired += 1;
+        } else if !read.contains(&r) {
+            findings.acked_unread += 1;
         }
-        let phantom_subjects: HashSet<Uuid> = mode_events
-            .iter()
-            .map(|e| e.subject_id)
-            .filter(|s| !committed.contains(s))
-            .collect();
-        modes.push(ModeAudit {
-            mode,
-            committed: mode_writes.len(),
-            events: copies.len(),
-            lost: if mode.publishes() {
-                mode_writes
-                    .iter()
-                    .filter(|w| !announced.contains(&w.subject_id))
-                    .count()
-            } else {
-                0
-            },
-            phantom: phantom_subjects.len(),
-            duplicated: copies.values().map(|n| n - 1).sum(),
-        });
     }
-    AuditReport { modes, unreadable }
+    findings.offsets_acked_twice = events_at.values().filter(|ids| ids.len() > 1).count();
+    findings
+}
+
+/// Reconciles writes, receipts and events.
+pub fn reconcile(input: &AuditInput<'_>) -> AuditReport {
+    #[derive(Default)]
+    struct Subject {
+        mode: Option<PublishMode>,
+        committed: bool,
+        event_ids: Vec<Uuid>,
+        acked_at: Vec<Receipt>,
+        seen_at: Vec<Receipt>,
+        copies: HashMap<Uuid, usize>,
+        acked_ids: HashSet<Uuid>,
+    }
+    let mut subjects: BTreeMap<Uuid, Subject> = BTreeMap::new();
+    for w in input.writes {
+        let s = subjects.entry(w.subject_id).or_default();
+        s.mode = Some(w.mode);
+        s.committed = true;
+    }
+    for e in input.events {
+        let s = subjects.entry(e.subject_id).or_default();
+        s.mode.get_or_insert(e.mode);
+        s.seen_at.push(e.at);
+        *s.copies.entry(e.event_id).or_default() += 1;
+        if !s.event_ids.contains(&e.event_id) {
+            s.event_ids.push(e.event_id);
+        }
+    }
+    for a in input.receipts {
+        let s = subjects.entry(a.subject_id).or_default();
+        s.mode.get_or_insert(a.mode);
+        s.acked_at.push(a.receipt);
+        s.acked_ids.insert(a.event_id);
+        if !s.event_ids.contains(&a.event_id) {
+            s.event_ids.push(a.event_id);
+        }
+    }
+
+    let mut per_mode: BTreeMap<usize, ModeAudit> = BTreeMap::new();
+    let mut lines = Vec::new();
+    for (subject_id, mut s) in subjects {
+        let Some(mode) = s.mode else { continue };
+        let index = PublishMode::ALL
+            .iter()
+            .position(|m| *m == mode)
+            .unwrap_or(0);
+        let m = per_mode.entry(index).or_insert(ModeAudit {
+            mode,
+            committed: 0,
+            events: 0,
+            acked: 0,
+            lost: 0,
+            lost_after_ack: 0,
+            phantom: 0,
+            duplicated: 0,
+        });
+        let on_topic = !s.seen_at.is_empty();
+        let acked = !s.acked_at.is_empty();
+        m.committed += usize::from(s.committed);
+        m.events += s.copies.len();
+        m.acked += s.acked_ids.len();
+        m.duplicated += s.copies.values().map(|n| n - 1).sum::<usize>();
+        let lost = s.committed && mode.publishes() && !on_topic;
+        if lost {
+            m.lost += 1;
+            if acked {
+                m.lost_after_ack += 1;
+            }
+        }
+        let phantom = !s.committed && on_topic;
+        m.phantom += usize::from(phantom);
+        let seen: HashSet<Receipt> = s.seen_at.iter().copied().collect();
+        let not_served = s
+            .acked_at
+            .iter()
+            .any(|r| r.has_offset() && !seen.contains(r));
+        let verdict = if not_served || (lost && acked) {
+            Verdict::NotServedAfterAck
+        } else if lost {
+            Verdict::Lost
+        } else if phantom {
+            Verdict::Phantom
+        } else if s.copies.values().any(|n| *n > 1) {
+            Verdict::Duplicated
+        } else {
+            Verdict::Ok
+        };
+        if mode.publishes() || on_topic || acked {
+            s.acked_at.sort_unstable();
+            s.seen_at.sort_unstable();
+            lines.push(EventLine {
+                subject_id,
+                mode,
+                committed: s.committed,
+                event_ids: s.event_ids,
+                acked_at: s.acked_at,
+                seen_at: s.seen_at,
+                verdict,
+            });
+        }
+    }
+    // Findings first, the worst first; subjects in id (time) order within.
+    lines.sort_by(|a, b| {
+        b.verdict
+            .cmp(&a.verdict)
+            .then(a.subject_id.cmp(&b.subject_id))
+    });
+    AuditReport {
+        modes: per_mode.into_values().collect(),
+        unreadable: input.unreadable,
+        broker: broker_findings(input),
+        lines,
+    }
 }
 
 #[cfg(test)]
@@ -157,6 +479,10 @@ mod tests {
         Uuid::from_u128(n)
     }
 
+    fn at(partition: i32, offset: i64) -> Receipt {
+        Receipt { partition, offset }
+    }
+
     fn write(n: u128, mode: PublishMode) -> CommittedWrite {
         CommittedWrite {
             subject_id: id(n),
@@ -164,12 +490,45 @@ mod tests {
         }
     }
 
-    fn event(e: u128, n: u128, mode: PublishMode) -> SeenEvent {
+    fn event(e: u128, n: u128, mode: PublishMode, offset: i64) -> SeenEvent {
         SeenEvent {
             event_id: id(1000 + e),
             subject_id: id(n),
             mode,
+            at: at(0, offset),
         }
+    }
+
+    fn acked(e: u128, n: u128, mode: PublishMode, receipt: Receipt) -> AckedEvent {
+        AckedEvent {
+            event_id: id(1000 + e),
+            subject_id: id(n),
+            mode,
+            occurred_at: chrono::DateTime::<chrono::Utc>::UNIX_EPOCH,
+            receipt,
+        }
+    }
+
+    fn report(
+        writes: &[CommittedWrite],
+        events: &[SeenEvent],
+        receipts: &[AckedEvent],
+        high: i64,
+        unreadable: usize,
+    ) -> AuditReport {
+        let read: Vec<Receipt> = events.iter().map(|e| e.at).collect();
+        reconcile(&AuditInput {
+            writes,
+            events,
+            read_positions: &read,
+            receipts,
+            ends: &[PartitionEnds {
+                partition: 0,
+                low: 0,
+                high,
+            }],
+            unreadable,
+        })
     }
 
     #[test]
@@ -183,18 +542,18 @@ mod tests {
             write(5, Off),
         ];
         let events = [
-            event(1, 1, Outbox),
-            event(1, 1, Outbox), // the relay retried: a duplicate
-            event(2, 2, Outbox),
-            event(3, 3, AfterCommit), // 4 was lost
-            event(9, 9, InTxEnqueue), // rolled back: a phantom
+            event(1, 1, Outbox, 0),
+            event(1, 1, Outbox, 1), // the relay retried: a duplicate
+            event(2, 2, Outbox, 2),
+            event(3, 3, AfterCommit, 3), // 4 was lost
+            event(9, 9, InTxEnqueue, 4), // rolled back: a phantom
         ];
-        let report = reconcile(&writes, &events, 2);
+        let report = report(&writes, &events, &[], 5, 2);
         let outbox = report.mode(Outbox).unwrap();
         assert_eq!((outbox.committed, outbox.events, outbox.lost), (2, 2, 0));
         assert_eq!((outbox.phantom, outbox.duplicated), (0, 1));
         let after = report.mode(AfterCommit).unwrap();
-        assert_eq!(after.lost, 1);
+        assert_eq!((after.lost, after.lost_after_ack), (1, 0));
         assert!(!after.failed(), "after_commit does not promise no loss");
         let enqueue = report.mode(InTxEnqueue).unwrap();
         assert_eq!((enqueue.committed, enqueue.phantom), (0, 1));
@@ -202,18 +561,91 @@ mod tests {
         assert_eq!(off.lost, 0);
         assert!(report.mode(InTxAwait).is_none());
         assert!(!report.failed());
+        assert!(!report.broker_failed());
+        let table = report.to_table();
         assert!(
-            report
-                .to_table()
-                .contains("| outbox | 2 | 2 | 0 | 0 | 1 | ok |")
+            table.contains("| outbox | 2 | 2 | 0 | 0 | 0 | 0 | 1 | ok |"),
+            "{table}"
         );
-        assert!(report.to_table().contains("2 records on the topic"));
+        assert!(table.contains("2 records on the topic"));
+        let verdicts: Vec<(Uuid, Verdict)> = report
+            .findings()
+            .map(|l| (l.subject_id, l.verdict))
+            .collect();
+        assert_eq!(
+            verdicts,
+            vec![
+                (id(4), Verdict::Lost),
+                (id(9), Verdict::Phantom),
+                (id(1), Verdict::Duplicated),
+            ]
+        );
+        assert!(
+            report.lines.iter().all(|l| l.subject_id != id(5)),
+            "off writes have no line"
+        );
     }
 
     #[test]
-    fn a_no_loss_mode_that_lost_an_event_fails_the_report() {
-        let report = reconcile(&[write(1, PublishMode::InTxAwait)], &[], 0);
+    fn a_no_loss_mode_that_lost_an_unacknowledged_event_fails_the_report() {
+        let report = report(&[write(1, PublishMode::InTxAwait)], &[], &[], 0, 0);
         assert!(report.failed());
+        assert!(!report.broker_failed());
         assert!(report.to_table().contains("FAIL"));
+    }
+
+    #[test]
+    fn an_acknowledged_event_missing_from_the_topic_is_the_brokers_loss() {
+        use PublishMode::*;
+        let writes = [write(1, Outbox), write(2, Outbox), write(3, Outbox)];
+        let events = [event(1, 1, Outbox, 0)];
+        let receipts = [
+            acked(1, 1, Outbox, at(0, 0)),
+            // The broker acknowledged offset 1 but its high watermark is 1.
+            acked(2, 2, Outbox, at(0, 1)),
+            // And offset 0 a second time, for another event.
+            acked(3, 3, Outbox, at(0, 0)),
+        ];
+        let report = report(&writes, &events, &receipts, 1, 0);
+        let outbox = report.mode(Outbox).unwrap();
+        assert_eq!(
+            (outbox.acked, outbox.lost, outbox.lost_after_ack),
+            (3, 2, 2)
+        );
+        assert!(!report.failed(), "chatlab got every event acknowledged");
+        assert!(report.broker_failed());
+        assert_eq!(report.broker.acked_past_end, 1);
+        assert_eq!(report.broker.offsets_acked_twice, 1);
+        assert_eq!(report.broker.acked_unread, 0);
+        let lost: Vec<Uuid> = report
+            .findings()
+            .filter(|l| l.verdict == Verdict::NotServedAfterAck)
+            .map(|l| l.subject_id)
+            .collect();
+        assert_eq!(lost, vec![id(2), id(3)]);
+        assert!(
+            report
+                .to_table()
+                .contains("| 0@1 | - | acknowledged, not on the topic |")
+        );
+    }
+
+    #[test]
+    fn an_acknowledged_offset_inside_the_watermarks_that_was_not_read_is_counted() {
+        use PublishMode::*;
+        let writes = [write(1, AfterCommit), write(2, AfterCommit)];
+        // Offset 1 was acknowledged, the high watermark is 3, the reader
+        // got offsets 0 and 2 only.
+        let events = [event(1, 1, AfterCommit, 0), event(3, 3, AfterCommit, 2)];
+        let receipts = [
+            acked(1, 1, AfterCommit, at(0, 0)),
+            acked(2, 2, AfterCommit, at(0, 1)),
+            acked(4, 4, AfterCommit, at(0, -1)),
+        ];
+        let report = report(&writes, &events, &receipts, 3, 0);
+        assert_eq!(report.broker.acked_unread, 1);
+        assert_eq!(report.broker.acked_without_offset, 1);
+        assert_eq!(report.broker.acked_past_end, 0);
+        assert_eq!(report.mode(AfterCommit).unwrap().lost_after_ack, 1);
     }
 }

@@ -44,17 +44,22 @@ async fn wait_for_records(
             tokio::task::spawn_blocking(move || read_all(&b, &t, Duration::from_secs(10)))
                 .await
                 .unwrap()
-                .unwrap_or_else(|e| panic!("cannot read {topic} at {bootstrap}: {e}"));
+                .unwrap_or_else(|e| panic!("cannot read {topic} at {bootstrap}: {e}"))
+                .records;
         if records.len() >= at_least || Instant::now() > deadline {
             if records.len() < at_least {
                 let metrics = app.metrics().await;
                 let events: Vec<&str> = metrics
                     .lines()
-                    .filter(|l| l.starts_with("chatlab_events_"))
+                    .filter(|l| l.starts_with("chatlab_event"))
                     .collect();
+                // The audit says whose loss it is: an event the broker never
+                // acknowledged, or one it acknowledged and does not serve.
+                let audit: Value = app.get("/audit?settle_ms=0").await.json().await.unwrap();
                 panic!(
-                    "{topic} holds {} records, expected at least {at_least}; server: {events:?}",
-                    records.len()
+                    "{topic} holds {} records, expected at least {at_least}; server: {events:?}\n{}",
+                    records.len(),
+                    audit["table"].as_str().unwrap_or_default()
                 );
             }
             return records;
@@ -100,13 +105,15 @@ async fn post_message(app: &TestApp, chat: &str, sender: Uuid, body: &str, mode:
     resp.json().await.unwrap()
 }
 
-/// The audit, asked again for a few seconds while it reports losses: the
+/// The audit with every event's line, asked again for a few seconds while
+/// it reports losses or an event on the topic without its receipt: the
 /// broker makes records visible to a new consumer a moment after it acks
-/// them, and the outbox relay publishes asynchronously.
+/// them, the outbox relay publishes asynchronously, and the receipt ledger
+/// writes every 100 ms.
 async fn audit(app: &TestApp) -> Value {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let resp = app.get("/audit?settle_ms=0").await;
+        let resp = app.get("/audit?settle_ms=0&events=all").await;
         assert_eq!(resp.status(), StatusCode::OK);
         let report: Value = resp.json().await.unwrap();
         let losing = report["modes"].as_array().is_some_and(|modes| {
@@ -114,7 +121,13 @@ async fn audit(app: &TestApp) -> Value {
                 .iter()
                 .any(|m| m["mode"] != "after_commit" && m["lost"] != 0)
         });
-        if !losing || Instant::now() > deadline {
+        let unreceipted = report["events"].as_array().is_some_and(|lines| {
+            lines.iter().any(|l| {
+                l["seen_at"].as_array().is_some_and(|s| !s.is_empty())
+                    && l["acked_at"].as_array().is_some_and(|a| a.is_empty())
+            })
+        });
+        if !(losing || unreceipted) || Instant::now() > deadline {
             return report;
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
@@ -223,10 +236,12 @@ async fn every_mode_publishes_exactly_what_it_committed_in_order() {
 
     let report = audit(&app).await;
     assert_eq!(report["failed"], false, "{report}");
+    assert_eq!(report["broker_failed"], false, "{}", report["table"]);
     for mode in ["in_tx_await", "in_tx_enqueue", "after_commit", "outbox"] {
         let row = mode_row(&report, mode);
         assert_eq!(row["committed"], 4, "{mode}");
         assert_eq!(row["events"], 4, "{mode}");
+        assert_eq!(row["acked"], 4, "{mode}: every event has its receipt");
         assert_eq!(
             (&row["lost"], &row["phantom"], &row["duplicated"]),
             (&json!(0), &json!(0), &json!(0)),
@@ -234,6 +249,25 @@ async fn every_mode_publishes_exactly_what_it_committed_in_order() {
         );
     }
     assert_eq!(mode_row(&report, "off")["events"], 0);
+
+    // Per event: the broker's receipt names exactly where the reader found
+    // it.
+    let lines = report["events"].as_array().unwrap();
+    assert_eq!(lines.len(), 16, "one line per published event");
+    let position = |r: &TopicRecord| json!({ "partition": r.partition, "offset": r.offset });
+    for line in lines {
+        assert_eq!(line["verdict"], "ok", "{line}");
+        assert_eq!(line["acked_at"], line["seen_at"], "{line}");
+        let record = records
+            .iter()
+            .find(|r| {
+                r.event
+                    .as_ref()
+                    .is_ok_and(|e| e.subject_id().to_string() == line["subject_id"])
+            })
+            .unwrap_or_else(|| panic!("{line} is not on the topic"));
+        assert_eq!(line["acked_at"], json!([position(record)]), "{line}");
+    }
 }
 
 /// A broker outage, on cue: `in_tx_await` refuses the write, `after_commit`
@@ -332,6 +366,17 @@ async fn a_rollback_after_enqueue_leaves_a_phantom_that_the_audit_reports() {
     assert_eq!(enqueue["events"], 2);
     assert_eq!(enqueue["phantom"], 1);
     assert_eq!(enqueue["lost"], 0);
+    // The broker acknowledged the doomed chat's event, at the offset where
+    // the reader found it: a phantom of chatlab's making, not the broker's.
+    let phantom = report["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["verdict"] == "phantom")
+        .unwrap_or_else(|| panic!("no phantom line: {report}"));
+    assert_eq!(phantom["committed"], false);
+    assert_eq!(phantom["acked_at"].as_array().map(Vec::len), Some(1));
+    assert_eq!(phantom["acked_at"], phantom["seen_at"]);
 }
 
 /// Mean connection use time of `count` sequential createChats in `mode`,
@@ -377,9 +422,10 @@ async fn only_in_tx_await_holds_the_connection_for_the_broker_round_trip() {
     assert!(outbox_mean < 0.050, "outbox held {outbox_mean} s");
 }
 
-/// The audit on a topic and a table made by hand: a duplicate, a phantom, a
-/// loss in a mode that may lose, a loss in one that may not, and a record
-/// that is not an event.
+/// The audit on a topic and tables made by hand: a duplicate, a phantom, a
+/// loss in a mode that may lose, a loss in one that may not, a loss the
+/// broker acknowledged (a receipt past the partition's end: the broker's,
+/// not chatlab's), and a record that is not an event.
 #[tokio::test]
 async fn the_audit_reconciles_a_fabricated_topic_and_table() {
     let brokers = test_brokers();
@@ -388,7 +434,8 @@ async fn the_audit_reconciles_a_fabricated_topic_and_table() {
         .await
         .unwrap();
     let db = chatlab_testdb::TestDb::new().await;
-    let (user, c1, c2, c3, c4, ghost) = (
+    let (user, c1, c2, c3, c4, c5, ghost) = (
+        Uuid::now_v7(),
         Uuid::now_v7(),
         Uuid::now_v7(),
         Uuid::now_v7(),
@@ -401,7 +448,12 @@ async fn the_audit_reconciles_a_fabricated_topic_and_table() {
         "INSERT INTO users VALUES ('{user}', 'u', now()); \
          INSERT INTO chats (id, name, creator_id, created_at, publish_mode) VALUES \
            ('{c1}', 'a', '{user}', now(), 'outbox'), ('{c2}', 'b', '{user}', now(), 'outbox'), \
-           ('{c3}', 'c', '{user}', now(), 'after_commit'), ('{c4}', 'd', '{user}', now(), 'in_tx_await');"
+           ('{c3}', 'c', '{user}', now(), 'after_commit'), ('{c4}', 'd', '{user}', now(), 'in_tx_await'), \
+           ('{c5}', 'e', '{user}', now(), 'in_tx_await'); \
+         INSERT INTO event_receipts \
+           (event_id, subject_id, publish_mode, topic, \"partition\", \"offset\", occurred_at) \
+           VALUES ('{}', '{c5}', 'in_tx_await', '{topic}', 0, 99, now());",
+        Uuid::now_v7()
     ))
     .await
     .unwrap();
@@ -470,9 +522,16 @@ async fn the_audit_reconciles_a_fabricated_topic_and_table() {
     );
     assert_eq!(report.mode(AfterCommit).unwrap().lost, 1);
     assert_eq!(report.mode(InTxEnqueue).unwrap().phantom, 1);
-    assert_eq!(report.mode(InTxAwait).unwrap().lost, 1);
+    let await_row = report.mode(InTxAwait).unwrap();
+    assert_eq!(
+        (await_row.committed, await_row.acked, await_row.lost),
+        (2, 1, 2)
+    );
+    assert_eq!(await_row.lost_after_ack, 1, "c5's loss is the broker's");
+    assert_eq!(report.broker.acked_past_end, 1);
     assert_eq!(report.unreadable, 1);
-    assert!(report.failed(), "in_tx_await promised no loss");
+    assert!(report.failed(), "in_tx_await promised no loss (c4)");
+    assert!(report.broker_failed(), "the broker acknowledged c5 at 0@99");
 
     // The command line says the same, and fails.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_chatlab"))
@@ -489,7 +548,7 @@ async fn the_audit_reconciles_a_fabricated_topic_and_table() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(
-        stdout.contains("| in_tx_await | 1 | 0 | 1 | 0 | 0 | FAIL"),
+        stdout.contains("| in_tx_await | 2 | 0 | 1 | 2 | 1 | 0 | 0 | FAIL"),
         "{stdout}"
     );
 }
