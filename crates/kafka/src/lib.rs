@@ -2,7 +2,8 @@
 //!
 //! - [`publisher::KafkaPublisher`]: the domain's `EventPublisher` on
 //!   rdkafka's `FutureProducer` (idempotent, `acks=all`, a bounded delivery
-//!   timeout so no publish mode can hold a database connection forever).
+//!   timeout so no publish mode can hold a database connection forever),
+//!   which replaces its producer when librdkafka declares it dead.
 //! - [`embedded_broker::EmbeddedBroker`]: librdkafka's in-process mock
 //!   cluster, the zero-setup default when `KAFKA_BROKERS` is unset, with
 //!   injectable round-trip time and broker outages.
@@ -11,6 +12,7 @@
 pub mod config;
 pub mod embedded_broker;
 pub mod metrics;
+mod producer_slot;
 pub mod publisher;
 pub mod topic_reader;
 

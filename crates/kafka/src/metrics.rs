@@ -40,6 +40,8 @@ pub struct EventMetrics {
     /// Receipts of acknowledged events that the receipt ledger's queue
     /// had no room for: the audit cannot place those events.
     pub receipts_dropped: Counter,
+    /// Producers replaced after librdkafka declared them dead.
+    pub producer_rebuilds: Counter,
 }
 
 impl EventMetrics {
@@ -64,6 +66,7 @@ impl EventMetrics {
             published: Family::default(),
             failed: Family::default(),
             receipts_dropped: Counter::default(),
+            producer_rebuilds: Counter::default(),
         };
         registry.register_with_unit(
             "chatlab_event_produce_duration",
@@ -85,6 +88,11 @@ impl EventMetrics {
             "chatlab_event_receipts_dropped",
             "Receipts of acknowledged events dropped because the receipt ledger's queue was full",
             m.receipts_dropped.clone(),
+        );
+        registry.register(
+            "chatlab_event_producer_rebuilds",
+            "Event producers destroyed and created anew after a librdkafka fatal error (fencing, sequence)",
+            m.producer_rebuilds.clone(),
         );
         m
     }

@@ -1,5 +1,6 @@
 //! The rdkafka event publisher.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -19,12 +20,13 @@ use tokio::sync::mpsc;
 use crate::KafkaSetupError;
 use crate::config::KafkaConfig;
 use crate::metrics::{EventMetrics, ModeLabel};
+use crate::producer_slot::{Generation, ProducerSlot};
 
 /// Publishes chat events to one topic; key = chat id, so one chat's events
 /// stay in one partition, in order.
 #[derive(Clone)]
 pub struct KafkaPublisher {
-    producer: FutureProducer,
+    slot: Arc<ProducerSlot>,
     topic: String,
     metrics: EventMetrics,
     receipts: Option<mpsc::Sender<AckedEvent>>,
@@ -67,13 +69,14 @@ impl KafkaPublisher {
         metrics: EventMetrics,
         create_topic: bool,
     ) -> Result<Self, KafkaSetupError> {
-        let producer: FutureProducer = producer_config(bootstrap, config).create()?;
+        let client_config = producer_config(bootstrap, config);
+        let producer: FutureProducer = client_config.create()?;
         if create_topic {
             ensure_topic(bootstrap, &config.topic, config.partitions).await?;
         }
         wait_for_leaders(&producer, &config.topic, Duration::from_secs(15)).await;
         Ok(Self {
-            producer,
+            slot: ProducerSlot::new(client_config, producer, metrics.producer_rebuilds.clone()),
             topic: config.topic.clone(),
             metrics,
             receipts: None,
@@ -89,11 +92,6 @@ impl KafkaPublisher {
         self
     }
 
-    /// The topic events go to.
-    pub fn topic(&self) -> &str {
-        &self.topic
-    }
-
     /// Counts and keeps the receipt of an acknowledged event.
     fn acknowledged(&self, event: &Event, receipt: Receipt) {
         if let Some(tx) = &self.receipts
@@ -105,12 +103,15 @@ impl KafkaPublisher {
 
     /// Sends whatever is still queued, waiting up to `timeout` (shutdown).
     pub fn flush(&self, timeout: std::time::Duration) {
-        if let Err(e) = self.producer.flush(Timeout::After(timeout)) {
+        if let Err(e) = self.slot.get().producer.flush(Timeout::After(timeout)) {
             warn!(error = %e, "events still queued at shutdown were not delivered");
         }
     }
 
-    fn enqueue_record(&self, event: &Event) -> Result<DeliveryFuture, PublishError> {
+    /// Hands the record to the current producer; answers the producer's
+    /// generation with the delivery future. A refusal by a dead producer
+    /// replaces it.
+    fn enqueue_record(&self, event: &Event) -> Result<(Generation, DeliveryFuture), PublishError> {
         let key = event.key();
         let payload = event.to_json();
         let event_id = event.event_id.to_string();
@@ -127,9 +128,39 @@ impl KafkaPublisher {
             .key(&key)
             .payload(&payload)
             .headers(headers);
-        self.producer
-            .send_result(record)
-            .map_err(|(e, _)| PublishError(format!("the producer refused the record: {e}")))
+        let generation = self.slot.get();
+        match generation.producer.send_result(record) {
+            Ok(delivery) => Ok((generation, delivery)),
+            Err((e, _)) => {
+                self.slot.replace_if_dead(&generation, Some(&e));
+                Err(PublishError(format!(
+                    "the producer refused the record: {e}"
+                )))
+            }
+        }
+    }
+
+    /// The receipt of a delivery report, or why there is none; a failure
+    /// that left the producer dead replaces it.
+    fn settle<Canceled>(
+        &self,
+        generation: &Generation,
+        report: Result<OwnedDeliveryResult, Canceled>,
+    ) -> Result<Receipt, PublishError> {
+        match report {
+            Ok(Ok(delivery)) => Ok(Receipt {
+                partition: delivery.partition,
+                offset: delivery.offset,
+            }),
+            Ok(Err((e, _))) => {
+                self.slot.replace_if_dead(generation, Some(&e));
+                Err(PublishError(format!("not acknowledged: {e}")))
+            }
+            Err(_) => {
+                self.slot.replace_if_dead(generation, None);
+                Err(PublishError("the producer was closed".into()))
+            }
+        }
     }
 
     fn label(mode: PublishMode) -> ModeLabel {
@@ -145,7 +176,7 @@ impl EventPublisher for KafkaPublisher {
         let label = Self::label(mode);
         let started = Instant::now();
         let outcome = match self.enqueue_record(event) {
-            Ok(delivery) => delivery_outcome(delivery.await),
+            Ok((generation, delivery)) => self.settle(&generation, delivery.await),
             Err(e) => Err(e),
         };
         self.metrics.record(&label, started, outcome.is_ok());
@@ -157,7 +188,7 @@ impl EventPublisher for KafkaPublisher {
 
     fn enqueue(&self, event: &Event, mode: PublishMode) -> Result<(), PublishError> {
         let label = Self::label(mode);
-        let delivery = match self.enqueue_record(event) {
+        let (generation, delivery) = match self.enqueue_record(event) {
             Ok(d) => d,
             Err(e) => {
                 self.metrics.failed.get_or_create(&label).inc();
@@ -171,7 +202,7 @@ impl EventPublisher for KafkaPublisher {
         let event = event.clone();
         let started = Instant::now();
         tokio::spawn(async move {
-            let outcome = delivery_outcome(delivery.await);
+            let outcome = this.settle(&generation, delivery.await);
             this.metrics.record(&label, started, outcome.is_ok());
             match outcome {
                 Ok(receipt) => this.acknowledged(&event, receipt),
@@ -181,20 +212,6 @@ impl EventPublisher for KafkaPublisher {
             }
         });
         Ok(())
-    }
-}
-
-/// The receipt of a delivery report, or why there is none.
-fn delivery_outcome<Canceled>(
-    report: Result<OwnedDeliveryResult, Canceled>,
-) -> Result<Receipt, PublishError> {
-    match report {
-        Ok(Ok(delivery)) => Ok(Receipt {
-            partition: delivery.partition,
-            offset: delivery.offset,
-        }),
-        Ok(Err((e, _))) => Err(PublishError(format!("not acknowledged: {e}"))),
-        Err(_) => Err(PublishError("the producer was closed".into())),
     }
 }
 
