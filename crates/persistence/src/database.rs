@@ -171,20 +171,33 @@ impl Database {
         let started = Instant::now();
         let deadline = tokio::time::Instant::from_std(started + inner.acquire_timeout);
         let permit = self.queue_turn(deadline).await;
+        // One deadline for the whole checkout: the turn in the queue, then
+        // bb8's own wait (whose timeout alone would allow as long again),
+        // or opening a connection without a pool (which has none at all:
+        // a server that accepts and never answers would hold it forever).
         let opened = match (pool, permit) {
             (_, Err(e)) => Err(e),
-            (Some(pool), Ok(permit)) => match pool.get_owned().await {
-                Ok(conn) => Ok(DbSession::new(
+            (Some(pool), Ok(permit)) => match timeout_at(deadline, pool.get_owned()).await {
+                Ok(Ok(conn)) => Ok(DbSession::new(
                     Conn::AsyncPooled(conn),
                     permit,
                     inner.metrics.clone(),
                     None,
                 )),
-                Err(RunError::TimedOut) => Err(PersistenceError::PoolTimeout),
-                Err(RunError::User(e)) => Err(PersistenceError::Connect(Box::new(e))),
+                Ok(Err(RunError::TimedOut)) | Err(_) => Err(PersistenceError::PoolTimeout),
+                Ok(Err(RunError::User(e))) => Err(PersistenceError::Connect(Box::new(e))),
             },
             (None, Ok(permit)) => {
-                let opened = connect(inner.url.expose_secret(), &inner.set_sql).await;
+                let opened =
+                    match timeout_at(deadline, connect(inner.url.expose_secret(), &inner.set_sql))
+                        .await
+                    {
+                        Ok(opened) => opened,
+                        Err(_) => Err(diesel::ConnectionError::BadConnection(format!(
+                            "no connection within the acquire timeout ({} ms)",
+                            inner.acquire_timeout.as_millis()
+                        ))),
+                    };
                 self.unpooled_session(opened.map(Conn::AsyncOwned), permit, started)
             }
         };
@@ -259,7 +272,11 @@ impl Database {
                 }
             }
             None => {
-                let opened = connect_blocking(inner.url.expose_secret(), &inner.set_sql);
+                // libpq bounds the open by `connect_timeout` (whole seconds,
+                // at least 2): the acquire timeout, rounded up.
+                let left = deadline.saturating_duration_since(Instant::now());
+                let url = with_connect_timeout(inner.url.expose_secret(), left);
+                let opened = connect_blocking(&url, &inner.set_sql);
                 self.unpooled_session(opened.map(Conn::BlockingOwned), permit, started)
             }
         }
@@ -352,5 +369,41 @@ impl Database {
     /// The pool's metrics.
     pub fn metrics(&self) -> &Arc<PoolMetrics> {
         &self.inner.metrics
+    }
+}
+
+/// `url` with libpq's `connect_timeout` set to `left`, rounded up to whole
+/// seconds and at least 2 (libpq's minimum), unless the URL sets its own.
+fn with_connect_timeout(url: &str, left: Duration) -> String {
+    if url.contains("connect_timeout=") {
+        return url.to_owned();
+    }
+    let secs = left.as_secs() + u64::from(left.subsec_nanos() > 0);
+    let separator = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{separator}connect_timeout={}", secs.max(2))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_blocking_open_is_bounded_by_what_is_left_of_the_acquire_timeout() {
+        let url = "postgres://u@h/db";
+        assert_eq!(
+            with_connect_timeout(url, Duration::from_millis(5200)),
+            "postgres://u@h/db?connect_timeout=6"
+        );
+        assert_eq!(
+            with_connect_timeout(
+                "postgres://u@h/db?sslmode=disable",
+                Duration::from_millis(300)
+            ),
+            "postgres://u@h/db?sslmode=disable&connect_timeout=2"
+        );
+        assert_eq!(
+            with_connect_timeout("postgres://u@h/db?connect_timeout=9", Duration::ZERO),
+            "postgres://u@h/db?connect_timeout=9"
+        );
     }
 }

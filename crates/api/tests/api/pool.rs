@@ -198,3 +198,35 @@ fn as_user(url: &str, user: &str) -> String {
     let host = host_start.map_or(rest, |at| &rest[at + 1..]);
     format!("{scheme}://{user}@{host}")
 }
+
+/// A database server that accepts connections and never answers (a hung
+/// host behind a load balancer): every request still answers 503 within
+/// the acquire timeout, pooled or not, instead of waiting forever (an
+/// unpooled open had no bound at all) or twice as long (the FIFO queue's
+/// wait, then bb8's own full timeout).
+#[tokio::test]
+async fn a_database_that_never_answers_costs_at_most_the_acquire_timeout() {
+    // The kernel completes the TCP handshake for the backlog; nothing reads.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!(
+        "postgres://postgres@127.0.0.1:{}/silent",
+        silent.local_addr().unwrap().port()
+    );
+    for pooling in ["on", "off"] {
+        let app = spawn_app_with(&[
+            ("DATABASE_URL", url.as_str()),
+            ("DB_RUN_MIGRATIONS", "false"),
+            ("DB_POOL", pooling),
+            ("DB_POOL_ACQUIRE_TIMEOUT_MS", "500"),
+        ])
+        .await;
+        let resp = app
+            .client
+            .get(app.url(&format!("/v1/users/{}", uuid::Uuid::now_v7())))
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("DB_POOL={pooling}: no answer within 10 s: {e}"));
+        assert_problem(resp, 503, "unavailable").await;
+    }
+}
