@@ -11,7 +11,13 @@
 //!    commits, so one chat's events are never published out of order;
 //! 2. produce them all, in id order, and await every acknowledgement;
 //! 3. mark the acknowledged rows published (`published_at`), count an
-//!    attempt and the error on the others, COMMIT.
+//!    attempt and the error on the others, COMMIT. A chat's rows are marked
+//!    in order: after a failed row, the chat's later rows of the batch stay
+//!    pending even when acknowledged (they are sent again: a duplicate,
+//!    never a reordering). A row whose payload cannot be read is set aside
+//!    (`dead_at`, counted in `chatlab_outbox_dead_rows_total`) after
+//!    [`UNREADABLE_ATTEMPTS`] attempts, so it stops holding up its chat and
+//!    throttling the relay.
 //!
 //! Publication is tracked per row, never as "the last id published": ids
 //! are taken before COMMIT, so a lower id can become visible after a higher
@@ -20,7 +26,9 @@
 //! duplicates, never losses (consumers dedupe on `event_id`).
 //!
 //! The relay wakes when this process commits an outbox row, and polls every
-//! `poll_interval` for rows written by other instances.
+//! `poll_interval` for rows written by other instances. On shutdown it
+//! finishes the batch in hand and stops, however long the backlog.
+//! Retention deletes published rows in bounded batches and counts failures.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -38,7 +46,7 @@ use std::sync::atomic::AtomicU64;
 use tokio::sync::{Notify, watch};
 use tracing::{debug, info, warn};
 
-use chatlab_domain::{Event, EventPublisher, PublishMode};
+use chatlab_domain::{Event, EventPublisher, PublishError, PublishMode};
 
 use crate::config::SessionSettings;
 use crate::queries::RELAY_LOCK_CLASS;
@@ -79,6 +87,10 @@ pub struct OutboxMetrics {
     pub relayed: Counter,
     /// Rows whose publication failed (they stay pending and are retried).
     pub failed: Counter,
+    /// Rows set aside for good (unreadable payload): `dead_at` is set.
+    pub dead: Counter,
+    /// Retention deletes that failed.
+    pub retention_failures: Counter,
 }
 
 impl OutboxMetrics {
@@ -106,6 +118,16 @@ impl OutboxMetrics {
             "Outbox row publications that failed and will be retried",
             m.failed.clone(),
         );
+        registry.register(
+            "chatlab_outbox_dead_rows",
+            "Outbox rows set aside for good after repeated failures (unreadable payload); see dead_at and last_error",
+            m.dead.clone(),
+        );
+        registry.register(
+            "chatlab_outbox_retention_failures",
+            "Deletes of published outbox rows past retention that failed",
+            m.retention_failures.clone(),
+        );
         m
     }
 }
@@ -124,8 +146,12 @@ pub struct OutboxRelay {
 struct Claimed {
     #[diesel(sql_type = BigInt)]
     id: i64,
+    #[diesel(sql_type = diesel::sql_types::Uuid)]
+    chat_id: uuid::Uuid,
     #[diesel(sql_type = Text)]
     payload: String,
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    attempts: i32,
 }
 
 #[derive(QueryableByName)]
@@ -136,18 +162,101 @@ struct Backlog {
     oldest_age: Option<f64>,
 }
 
+/// What to write back for one batch.
+#[derive(Default)]
+struct Marks {
+    /// Acknowledged: published.
+    published: Vec<i64>,
+    /// Not published this time, with the last error: tried again later.
+    failed: Vec<i64>,
+    last_error: Option<String>,
+    /// Unreadable for the last allowed time: set aside for good.
+    dead: Vec<(i64, String)>,
+    /// Chats with a failure earlier in this batch: their later rows,
+    /// acknowledged or not, stay pending, so a chat's rows are marked in
+    /// order (they are sent again after the failed one: a duplicate, never
+    /// a reordering of what is marked).
+    stopped: std::collections::HashSet<uuid::Uuid>,
+}
+
+impl Marks {
+    fn add(&mut self, row: &Claimed, outcome: Result<(), String>, unreadable: bool) {
+        if unreadable && row.attempts + 1 >= UNREADABLE_ATTEMPTS {
+            // Set aside: it can never be published, and it no longer holds
+            // up the rows of its chat behind it.
+            let error = outcome.err().unwrap_or_default();
+            self.dead.push((row.id, error));
+            return;
+        }
+        match outcome {
+            Ok(()) if !self.stopped.contains(&row.chat_id) => self.published.push(row.id),
+            Ok(()) => self.failed.push(row.id),
+            Err(e) => {
+                self.stopped.insert(row.chat_id);
+                self.failed.push(row.id);
+                self.last_error = Some(e);
+            }
+        }
+    }
+
+    async fn write(self, c: &mut AsyncPgConnection) -> diesel::QueryResult<BatchOutcome> {
+        diesel::sql_query(
+            "UPDATE outbox SET published_at = now(), attempts = attempts + 1 \
+             WHERE id = ANY($1)",
+        )
+        .bind::<Array<BigInt>, _>(&self.published)
+        .execute(c)
+        .await?;
+        if !self.failed.is_empty() {
+            diesel::sql_query(
+                "UPDATE outbox SET attempts = attempts + 1, last_error = $2 WHERE id = ANY($1)",
+            )
+            .bind::<Array<BigInt>, _>(&self.failed)
+            .bind::<Nullable<Text>, _>(self.last_error)
+            .execute(c)
+            .await?;
+        }
+        for (id, error) in &self.dead {
+            warn!(outbox_id = id, error = %error, "outbox row set aside: its payload cannot be read");
+            diesel::sql_query(
+                "UPDATE outbox SET attempts = attempts + 1, last_error = $2, dead_at = now() \
+                 WHERE id = $1",
+            )
+            .bind::<BigInt, _>(id)
+            .bind::<Text, _>(error)
+            .execute(c)
+            .await?;
+        }
+        Ok(BatchOutcome {
+            published: self.published.len(),
+            failed: self.failed.len(),
+            dead: self.dead.len(),
+        })
+    }
+}
+
 /// What one batch did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 struct BatchOutcome {
     /// Rows published and marked.
     published: usize,
-    /// Rows whose publication failed.
+    /// Rows whose publication failed, or that wait behind a failed row of
+    /// their chat.
     failed: usize,
+    /// Rows set aside for good.
+    dead: usize,
 }
 
-const CLAIM_SQL: &str = "SELECT id, payload FROM outbox \
-     WHERE published_at IS NULL AND pg_try_advisory_xact_lock($1, lock_key) \
+const CLAIM_SQL: &str = "SELECT id, chat_id, payload, attempts FROM outbox \
+     WHERE published_at IS NULL AND dead_at IS NULL \
+     AND pg_try_advisory_xact_lock($1, lock_key) \
      ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED";
+
+/// Attempts after which a row whose payload cannot be read is set aside.
+pub const UNREADABLE_ATTEMPTS: i32 = 5;
+
+/// Published rows deleted per statement by retention.
+const RETENTION_BATCH: i64 = 5_000;
 
 impl OutboxRelay {
     /// A relay on its own connection to `url`.
@@ -196,7 +305,7 @@ impl OutboxRelay {
                         }
                     },
                 };
-                let outcome = self.drain(c).await;
+                let outcome = self.drain(c, &shutdown).await;
                 if last_sample.elapsed() >= Duration::from_secs(1) {
                     self.sample_backlog(c).await;
                     last_sample = Instant::now();
@@ -232,14 +341,21 @@ impl OutboxRelay {
         }
     }
 
-    /// Publishes batches until the outbox is empty or a batch fails.
-    async fn drain(&self, conn: &mut AsyncPgConnection) -> diesel::QueryResult<BatchOutcome> {
+    /// Publishes batches until the outbox is empty, a batch fails, or
+    /// shutdown is asked for (the batch in hand is finished first).
+    async fn drain(
+        &self,
+        conn: &mut AsyncPgConnection,
+        shutdown: &watch::Receiver<bool>,
+    ) -> diesel::QueryResult<BatchOutcome> {
         let mut total = BatchOutcome::default();
         loop {
             let outcome = self.relay_batch(conn).await?;
             total.published += outcome.published;
             total.failed += outcome.failed;
-            if outcome.failed > 0 || (outcome.published as i64) < self.settings.batch_size {
+            total.dead += outcome.dead;
+            let full = ((outcome.published + outcome.dead) as i64) >= self.settings.batch_size;
+            if outcome.failed > 0 || !full || *shutdown.borrow() {
                 return Ok(total);
             }
         }
@@ -259,64 +375,41 @@ impl OutboxRelay {
                 if claimed.is_empty() {
                     return Ok(BatchOutcome::default());
                 }
-                let mut unreadable = Vec::new();
-                let mut events = Vec::with_capacity(claimed.len());
-                for row in &claimed {
-                    match Event::from_json(row.payload.as_bytes()) {
-                        Ok(event) => events.push((row.id, event)),
-                        Err(e) => unreadable.push((row.id, format!("unreadable payload: {e}"))),
-                    }
-                }
+                // Each row's fate, in id order: its event, or why none.
+                let rows: Vec<(&Claimed, Result<Event, String>)> = claimed
+                    .iter()
+                    .map(|row| {
+                        let event = Event::from_json(row.payload.as_bytes())
+                            .map_err(|e| format!("unreadable payload: {e}"));
+                        (row, event)
+                    })
+                    .collect();
                 // join_all polls the sends in order, so the producer queues
                 // them in id order; the idempotent producer keeps that order
                 // per partition.
-                let results = join_all(
-                    events
-                        .iter()
-                        .map(|(_, event)| publisher.publish(event, PublishMode::Outbox)),
-                )
-                .await;
-                let mut published = Vec::new();
-                let mut failed_ids = Vec::new();
-                let mut last_error = None;
-                for ((id, _), result) in events.iter().zip(results) {
-                    match result {
-                        Ok(_receipt) => published.push(*id),
-                        Err(e) => {
-                            failed_ids.push(*id);
-                            last_error = Some(e.to_string());
-                        }
-                    }
+                let sends = rows.iter().filter_map(|(_, event)| event.as_ref().ok());
+                let mut results =
+                    join_all(sends.map(|event| publisher.publish(event, PublishMode::Outbox)))
+                        .await
+                        .into_iter();
+                let mut marks = Marks::default();
+                for (row, event) in &rows {
+                    let outcome = match event {
+                        Ok(_) => results
+                            .next()
+                            .unwrap_or_else(|| Err(PublishError("no result".into())))
+                            .map(|_receipt| ())
+                            .map_err(|e| e.to_string()),
+                        Err(e) => Err(e.clone()),
+                    };
+                    marks.add(row, outcome, event.is_err());
                 }
-                for (id, error) in unreadable {
-                    failed_ids.push(id);
-                    last_error = Some(error);
-                }
-                diesel::sql_query(
-                    "UPDATE outbox SET published_at = now(), attempts = attempts + 1 \
-                     WHERE id = ANY($1)",
-                )
-                .bind::<Array<BigInt>, _>(&published)
-                .execute(c)
-                .await?;
-                if !failed_ids.is_empty() {
-                    diesel::sql_query(
-                        "UPDATE outbox SET attempts = attempts + 1, last_error = $2 \
-                         WHERE id = ANY($1)",
-                    )
-                    .bind::<Array<BigInt>, _>(&failed_ids)
-                    .bind::<Nullable<Text>, _>(last_error)
-                    .execute(c)
-                    .await?;
-                }
-                Ok::<_, diesel::result::Error>(BatchOutcome {
-                    published: published.len(),
-                    failed: failed_ids.len(),
-                })
+                marks.write(c).await
             })
             .await?;
         self.metrics.relayed.inc_by(outcome.published as u64);
         self.metrics.failed.inc_by(outcome.failed as u64);
+        self.metrics.dead.inc_by(outcome.dead as u64);
         if outcome.published + outcome.failed > 0 {
             debug!(
                 published = outcome.published,
@@ -331,7 +424,7 @@ impl OutboxRelay {
         let backlog = diesel::sql_query(
             "SELECT count(*) AS pending, \
              extract(epoch FROM now() - min(created_at))::float8 AS oldest_age \
-             FROM outbox WHERE published_at IS NULL",
+             FROM outbox WHERE published_at IS NULL AND dead_at IS NULL",
         )
         .get_result::<Backlog>(conn)
         .await;
@@ -343,20 +436,36 @@ impl OutboxRelay {
         }
     }
 
+    /// Deletes published rows past retention, a bounded batch per
+    /// statement (an unbounded DELETE after a long outage would hold its
+    /// locks and bloat the WAL in one go), at most 100 batches a call.
     async fn delete_published(&self, conn: &mut AsyncPgConnection) {
         let cutoff: DateTime<Utc> = Utc::now()
             - chrono::Duration::from_std(self.settings.retention)
                 .unwrap_or(chrono::Duration::zero());
-        let deleted = diesel::sql_query(
-            "DELETE FROM outbox WHERE published_at IS NOT NULL AND published_at < $1",
-        )
-        .bind::<diesel::sql_types::Timestamptz, _>(cutoff)
-        .execute(conn)
-        .await;
-        if let Ok(n) = deleted
-            && n > 0
-        {
-            debug!(deleted = n, "published outbox rows past retention deleted");
+        for _ in 0..100 {
+            let deleted = diesel::sql_query(
+                "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox \
+                 WHERE published_at IS NOT NULL AND published_at < $1 LIMIT $2)",
+            )
+            .bind::<diesel::sql_types::Timestamptz, _>(cutoff)
+            .bind::<BigInt, _>(RETENTION_BATCH)
+            .execute(conn)
+            .await;
+            match deleted {
+                Ok(n) if n > 0 => {
+                    debug!(deleted = n, "published outbox rows past retention deleted");
+                    if (n as i64) < RETENTION_BATCH {
+                        return;
+                    }
+                }
+                Ok(_) => return,
+                Err(e) => {
+                    self.metrics.retention_failures.inc();
+                    warn!(error = %e, "deleting published outbox rows past retention failed");
+                    return;
+                }
+            }
         }
     }
 }

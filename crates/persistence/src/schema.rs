@@ -58,6 +58,7 @@ diesel::table! {
         published_at -> Nullable<Timestamptz>,
         attempts -> Int4,
         last_error -> Nullable<Text>,
+        dead_at -> Nullable<Timestamptz>,
     }
 }
 

@@ -5,5 +5,6 @@
 mod create_chat;
 mod imports;
 mod messages;
+mod outbox_relay;
 mod pool_metrics;
 mod support;
