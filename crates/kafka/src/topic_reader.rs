@@ -54,8 +54,10 @@ pub struct TopicSnapshot {
 /// read (a gap, or the previous end) to the high watermark of that moment.
 const PASSES: usize = 5;
 
-/// How long a pass waits for a record it has not read yet.
-const IDLE: Duration = Duration::from_secs(2);
+/// How long a pass waits for a record it has not read yet (tansu's SQLite
+/// engine can take seconds to answer a fetch of a partition it holds many
+/// records of).
+const IDLE: Duration = Duration::from_secs(5);
 
 /// Every record of `topic` present when the call starts, ordered by
 /// partition and offset. Blocking: call it from `spawn_blocking`.
@@ -82,6 +84,9 @@ pub fn read_all(
         // An offset the broker no longer has must fail the read, not jump
         // to the end and read nothing.
         .set("auto.offset.reset", "error")
+        // Nothing chatlab writes is transactional; read what the broker
+        // holds, not what it reports as stable.
+        .set("isolation.level", "read_uncommitted")
         .create()?;
     let deadline = Instant::now() + timeout;
     let metadata = consumer.fetch_metadata(Some(topic), timeout)?;
