@@ -12,6 +12,7 @@
 //! bounded by its duration.
 
 mod baseline;
+mod broker_check;
 mod charts;
 mod experiment;
 mod fleet;
@@ -65,6 +66,10 @@ enum Command {
     /// pgbench alone on each strategy's createChat SQL (users are seeded
     /// through a spawned server first).
     Baseline(BaselineArgs),
+    /// Does the broker keep what it acknowledges? Produces to a fresh topic
+    /// from several producers (optionally beside busy threads), keeps every
+    /// receipt, reads the topic back and reconciles the two.
+    BrokerCheck(broker_check::BrokerCheckArgs),
 }
 
 #[derive(Debug, Args)]
@@ -306,6 +311,7 @@ async fn main() -> ExitCode {
         Command::Matrix(args) => matrix(args).await,
         Command::Crosscheck(args) => crosscheck(args).await,
         Command::Baseline(args) => pgbench_baseline(args).await,
+        Command::BrokerCheck(args) => broker_check::run(args).await,
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,
