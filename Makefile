@@ -37,6 +37,7 @@ ifeq ($(QUICK),1)
   DRIVER_ARGS := --vus 5,20 --duration 2s --warmup 1s --seed-users 300
   BULK_ARGS := --pool-sizes 10 --scenario import:1000:500:1,import:1000:500:4 --duration 2s --warmup 0s --seed-users 300
   CONCURRENCY_ARGS := --vus 10,100 --duration 2s --warmup 1s --seed-users 300
+  BROKER_CHECK_ARGS := --events 200 --producers 2 --rounds 1
 else
   DEMO_ARGS := --vus 20 --duration 8s --warmup 3s
   LOADTEST_ARGS := --vus 40 --duration 20s
@@ -51,11 +52,14 @@ else
   BULK_ARGS := --pool-sizes 10,30,60 --duration 5s --warmup 0s \
       --scenario $(shell for n in 1000 10000 100000; do for p in 1 4 8; do printf 'import:%s:1000:%s,' $$n $$p; done; done | sed 's/,$$//')
   CONCURRENCY_ARGS := --vus 10,100,1000 --duration 10s --warmup 3s
+  BROKER_CHECK_ARGS := --events 500 --producers 4 --in-flight 32 --rounds 10 --busy-threads 1
 endif
+# Runs of the event tests for `make events-stress`.
+RUNS ?= 50
 
 .PHONY: demo loadtest loadtest-create loadtest-seed001 loadtest-ramp bench-baseline \
         loadtest-crosscheck loadtest-pool loadtest-poolsize loadtest-driver loadtest-concurrency \
-        loadtest-smoke load-build load-db
+        loadtest-smoke load-build load-db broker-check events-stress
 .PHONY: help run build release test fmt fmt-check lint layering openapi openapi-check \
         docker-check k6-check db db-stop broker broker-stop ci clean-testdbs
 
@@ -133,6 +137,15 @@ loadtest-smoke: ## Every load target once, a few seconds each (CI)
 	$(MAKE) QUICK=1 demo loadtest loadtest-create loadtest-seed001 loadtest-ramp bench-baseline loadtest-crosscheck \
 	    loadtest-pool loadtest-poolsize loadtest-driver loadtest-concurrency
 
+broker-check: load-build ## Does the broker keep what it acknowledges? tansu's memory and sqlite engines under pipelined produce
+	scripts/broker-check.sh $(BROKER_CHECK_ARGS)
+
+events-stress: ## The event tests RUNS= times (default 50) beside a busy core and a concurrent producer
+	@DATABASE_URL=$(DATABASE_ADMIN_URL) scripts/ensure-postgres.sh
+	@KAFKA_TEST_BROKERS=$(KAFKA_TEST_BROKERS) scripts/ensure-tansu.sh
+	DATABASE_URL=$(DATABASE_ADMIN_URL) KAFKA_TEST_BROKERS=$(KAFKA_TEST_BROKERS) RUNS=$(RUNS) BUSY=1 PRODUCE=1 \
+	    TANSU_BIN=$$(scripts/ensure-tansu.sh --print-bin) scripts/stress-event-tests.sh
+
 db: ## Start PostgreSQL if nothing answers, and create the chatlab database
 	@DATABASE_URL=$(DATABASE_URL) scripts/ensure-postgres.sh $(notdir $(firstword $(subst ?, ,$(DATABASE_URL))))
 
@@ -142,7 +155,8 @@ db-stop: ## Stop a private PostgreSQL cluster started by `make db` or `make test
 test: ## Run every test against real PostgreSQL and a real Kafka-protocol broker (both started if needed)
 	@DATABASE_URL=$(DATABASE_ADMIN_URL) scripts/ensure-postgres.sh
 	@KAFKA_TEST_BROKERS=$(KAFKA_TEST_BROKERS) scripts/ensure-tansu.sh
-	DATABASE_URL=$(DATABASE_ADMIN_URL) KAFKA_TEST_BROKERS=$(KAFKA_TEST_BROKERS) scripts/run-tests.sh
+	DATABASE_URL=$(DATABASE_ADMIN_URL) KAFKA_TEST_BROKERS=$(KAFKA_TEST_BROKERS) \
+	    TANSU_BIN=$$(scripts/ensure-tansu.sh --print-bin) scripts/run-tests.sh
 
 broker: ## Start tansu (a Kafka-protocol broker) on KAFKA_TEST_BROKERS if nothing answers there
 	@KAFKA_TEST_BROKERS=$(KAFKA_TEST_BROKERS) scripts/ensure-tansu.sh

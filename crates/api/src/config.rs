@@ -18,7 +18,7 @@
 //! | `DB_BLOCKING_THREADS` | 200 | blocking driver: most units of work running at once, one thread each |
 //! | `DB_POOL_MAX_SIZE` | cores × 2 + 1 | most pooled connections (HikariCP's formula) |
 //! | `DB_POOL_MIN_IDLE` | 0 | idle connections kept open |
-//! | `DB_POOL_ACQUIRE_TIMEOUT_MS` | 5000 | wait for a connection before answering 503 |
+//! | `DB_POOL_ACQUIRE_TIMEOUT_MS` | 5000 | wait for a connection before answering 503 (unpooled: bound on the open) |
 //! | `DB_POOL_MAX_LIFETIME_SECS` | 1800 | close connections older than this (0: never) |
 //! | `DB_POOL_IDLE_TIMEOUT_SECS` | 600 | close idle connections after this (0: never) |
 //! | `DB_POOL_RECYCLE` | `fast` | checkout check: `fast` (no round trip) or `verified` (`SELECT 1`) |

@@ -81,7 +81,7 @@ async fn spawn_on_tansu() -> (TestApp, String, String) {
     (app, brokers, topic)
 }
 
-async fn post_chat(app: &TestApp, name: &str, users: &[Uuid], mode: &str) -> Response {
+pub async fn post_chat(app: &TestApp, name: &str, users: &[Uuid], mode: &str) -> Response {
     app.client
         .post(app.url("/v1/chats"))
         .header("x-chatlab-publish-mode", mode)
@@ -110,7 +110,7 @@ async fn post_message(app: &TestApp, chat: &str, sender: Uuid, body: &str, mode:
 /// broker makes records visible to a new consumer a moment after it acks
 /// them, the outbox relay publishes asynchronously, and the receipt ledger
 /// writes every 100 ms.
-async fn audit(app: &TestApp) -> Value {
+pub async fn audit(app: &TestApp) -> Value {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let resp = app.get("/audit?settle_ms=0&events=all").await;
@@ -134,7 +134,7 @@ async fn audit(app: &TestApp) -> Value {
     }
 }
 
-fn mode_row<'a>(audit: &'a Value, mode: &str) -> &'a Value {
+pub fn mode_row<'a>(audit: &'a Value, mode: &str) -> &'a Value {
     audit["modes"]
         .as_array()
         .unwrap()
@@ -143,7 +143,7 @@ fn mode_row<'a>(audit: &'a Value, mode: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {mode} in the audit: {audit}"))
 }
 
-async fn outbox_pending(app: &TestApp) -> i64 {
+pub async fn outbox_pending(app: &TestApp) -> i64 {
     let mut conn = app.db.connect().await;
     outbox::table
         .filter(outbox::published_at.is_null())
@@ -546,7 +546,8 @@ async fn the_audit_reconciles_a_fabricated_topic_and_table() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
     assert!(
         stdout.contains("| in_tx_await | 2 | 0 | 1 | 2 | 1 | 0 | 0 | FAIL"),
         "{stdout}"

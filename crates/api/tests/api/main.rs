@@ -2,6 +2,7 @@
 //! PostgreSQL database of its own per test.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod broker_faults;
 mod chats;
 mod errors;
 mod events;
@@ -9,5 +10,6 @@ mod imports;
 mod messages;
 mod operations;
 mod pool;
+mod private_broker;
 mod support;
 mod users;
