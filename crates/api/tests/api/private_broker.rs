@@ -11,10 +11,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub struct PrivateBroker {
-    bin: PathBuf,
     dir: PathBuf,
     port: u16,
-    child: Option<Child>,
+    child: Child,
 }
 
 fn tansu_bin() -> PathBuf {
@@ -51,17 +50,35 @@ impl PrivateBroker {
     /// Starts a broker on tansu's in-memory engine and waits until it
     /// answers.
     pub async fn start() -> Self {
+        let bin = tansu_bin();
         let port = free_port();
         let dir =
             std::env::temp_dir().join(format!("chatlab-tansu-{port}-{}", uuid::Uuid::now_v7()));
         std::fs::create_dir_all(&dir).expect("broker dir");
-        let mut broker = Self {
-            bin: tansu_bin(),
-            dir,
-            port,
-            child: None,
-        };
-        broker.launch().await;
+        let log = std::fs::File::create(dir.join("tansu.log")).expect("broker log");
+        let url = format!("tcp://127.0.0.1:{port}");
+        let child = Command::new(&bin)
+            .current_dir(&dir)
+            .args([
+                "broker",
+                "--listener-url",
+                &url,
+                "--advertised-listener-url",
+                &url,
+            ])
+            .args(["--storage-engine", "memory://tansu/"])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log handle"))
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
+        let broker = Self { dir, port, child };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        while std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
+            assert!(Instant::now() < deadline, "tansu did not come up on {port}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         broker
     }
 
@@ -70,44 +87,8 @@ impl PrivateBroker {
         format!("127.0.0.1:{}", self.port)
     }
 
-    async fn launch(&mut self) {
-        let engine = "memory://tansu/";
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.join("tansu.log"))
-            .expect("broker log");
-        let url = format!("tcp://127.0.0.1:{}", self.port);
-        let child = Command::new(&self.bin)
-            .current_dir(&self.dir)
-            .args([
-                "broker",
-                "--listener-url",
-                &url,
-                "--advertised-listener-url",
-                &url,
-            ])
-            .args(["--storage-engine", engine])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log handle"))
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", self.bin.display()));
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], self.port));
-        while std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "tansu did not come up on {}",
-                self.port
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
     fn pid(&self) -> u32 {
-        self.child.as_ref().expect("broker running").id()
+        self.child.id()
     }
 
     /// Freezes the process: connections stay open, nothing is answered.
@@ -123,11 +104,9 @@ impl PrivateBroker {
 
 impl Drop for PrivateBroker {
     fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            // SIGKILL ends even a frozen process.
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        // SIGKILL ends even a frozen process.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
