@@ -31,7 +31,7 @@
 //! | `KAFKA_TOPIC` | `chatlab.chat-events` | topic of chat events |
 //! | `KAFKA_TOPIC_PARTITIONS` | 3 | partitions when chatlab creates the topic |
 //! | `KAFKA_PUBLISH_MODE` | `outbox` | `off`, `in_tx_await`, `in_tx_enqueue`, `after_commit`, `outbox` |
-//! | `KAFKA_SEND_TIMEOUT_MS` | 5000 | bound on one delivery (`message.timeout.ms`) |
+//! | `KAFKA_SEND_TIMEOUT_MS` | 5000 | bound on one delivery (`message.timeout.ms`); at least 1 s below `DB_IDLE_IN_TRANSACTION_TIMEOUT_MS` (checked at startup) |
 //! | `KAFKA_LINGER_MS` | 0 | producer batching delay (`linger.ms`) |
 //! | `KAFKA_MOCK_BROKER_RTT_MS` | 0 | round-trip time injected into the mock cluster |
 //! | `KAFKA_RECEIPT_RETENTION_SECS` | 86400 | receipts (partition, offset) of acknowledged events are kept this long for the audit |
@@ -248,7 +248,7 @@ impl Settings {
             retention: Duration::from_secs(env.parse("KAFKA_RECEIPT_RETENTION_SECS", 86_400)?),
             ..LedgerSettings::for_topic(&topic)
         };
-        Ok(Self {
+        let settings = Self {
             http: HttpSettings {
                 addr: env.parse("HTTP_ADDR", SocketAddr::from(([127, 0, 0, 1], 8080)))?,
                 workers: env.parse("HTTP_WORKERS", cores)?.max(1),
@@ -280,7 +280,33 @@ impl Settings {
             },
             ledger,
             log_format: env.parse("LOG_FORMAT", LogFormat::Pretty)?,
-        })
+        };
+        settings.check_broker_wait_fits_in_a_transaction(&env)?;
+        Ok(settings)
+    }
+
+    /// The outbox relay, and in_tx_await requests, wait for the broker's
+    /// acknowledgement with a transaction open. If that wait can outlast
+    /// `DB_IDLE_IN_TRANSACTION_TIMEOUT_MS`, PostgreSQL ends the session
+    /// after the broker acknowledged: the relay's rows stay pending and are
+    /// published again, forever. So the send timeout, and a second for the
+    /// rest of the batch, must fit inside the idle-in-transaction timeout
+    /// (0 turns that timeout off, and with it the check).
+    fn check_broker_wait_fits_in_a_transaction(&self, env: &Env<'_>) -> Result<(), ConfigError> {
+        let idle = self.db.session.idle_in_transaction_timeout;
+        let wait = self.kafka.send_timeout + Duration::from_secs(1);
+        if idle.is_zero() || wait < idle {
+            return Ok(());
+        }
+        Err(env.invalid(
+            "KAFKA_SEND_TIMEOUT_MS",
+            &format!(
+                "must be at least 1000 ms below DB_IDLE_IN_TRANSACTION_TIMEOUT_MS ({} ms): \
+                 the outbox relay and in_tx_await wait for the broker inside a transaction, \
+                 and PostgreSQL would end that session after the broker acknowledged",
+                idle.as_millis()
+            ),
+        ))
     }
 }
 
@@ -351,6 +377,24 @@ mod tests {
         assert_eq!(s.writes.default_publish_mode, PublishMode::Outbox);
         assert_eq!(s.kafka.brokers, None);
         assert_eq!(s.kafka.send_timeout, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn a_broker_wait_longer_than_an_idle_transaction_is_refused() {
+        let err = Settings::from_vars(vars(&[
+            ("KAFKA_SEND_TIMEOUT_MS", "5000"),
+            ("DB_IDLE_IN_TRANSACTION_TIMEOUT_MS", "5500"),
+        ]))
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("KAFKA_SEND_TIMEOUT_MS"), "{err}");
+        assert!(err.contains("DB_IDLE_IN_TRANSACTION_TIMEOUT_MS (5500 ms)"), "{err}");
+        for ok in [
+            [("KAFKA_SEND_TIMEOUT_MS", "5000"), ("DB_IDLE_IN_TRANSACTION_TIMEOUT_MS", "6001")],
+            [("KAFKA_SEND_TIMEOUT_MS", "5000"), ("DB_IDLE_IN_TRANSACTION_TIMEOUT_MS", "0")],
+        ] {
+            assert!(Settings::from_vars(vars(&ok)).is_ok(), "{ok:?}");
+        }
     }
 
     #[test]
