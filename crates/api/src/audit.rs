@@ -11,7 +11,10 @@ use chrono::{DateTime, Utc};
 use chatlab_domain::RepositoryError;
 use chatlab_domain::audit::{AuditInput, AuditReport, SeenEvent, reconcile};
 use chatlab_kafka::topic_reader;
-use chatlab_persistence::Database;
+use chatlab_persistence::pool_metrics::PoolMetrics;
+use chatlab_persistence::{Database, DbConfig, Driver, Pooling};
+
+use crate::config::Settings;
 use chatlab_persistence::audit_rows::{committed_writes, receipts};
 
 /// How long reading the topic may take.
@@ -26,6 +29,9 @@ pub enum AuditError {
     /// The topic could not be read.
     #[error("reading the topic failed: {0}")]
     Topic(String),
+    /// Another audit is running.
+    #[error("an audit is already running")]
+    Busy,
 }
 
 /// Where the audit reads from.
@@ -40,9 +46,54 @@ pub struct AuditSource {
     /// start with the embedded broker (its events die with the process, so
     /// older rows would all count as lost), else the epoch.
     pub default_since: DateTime<Utc>,
+    /// The widest window one audit may read: it holds the window's ids and
+    /// the topic's records in memory.
+    pub max_window: chrono::Duration,
+    /// One audit at a time, for the same reason.
+    pub running: tokio::sync::Semaphore,
 }
 
 impl AuditSource {
+    /// The audit of `settings`' database and topic on `bootstrap`. It reads
+    /// the database on connections of its own, opened per audit, never the
+    /// request pool's: an audit of a wide window must not take connections
+    /// from requests.
+    pub fn new(settings: &Settings, bootstrap: String, default_since: DateTime<Utc>) -> Self {
+        let config = DbConfig {
+            pooling: Pooling::Off,
+            driver: Driver::Async,
+            ..settings.db.clone()
+        };
+        // Its connections are not the pool's: their metrics go nowhere.
+        let metrics = PoolMetrics::register(&mut prometheus_client::registry::Registry::default());
+        Self {
+            db: Database::new(&config, metrics),
+            bootstrap,
+            topic: settings.kafka.topic.clone(),
+            default_since,
+            max_window: chrono::Duration::from_std(settings.audit_max_window)
+                .unwrap_or(chrono::Duration::MAX),
+            running: tokio::sync::Semaphore::new(1),
+        }
+    }
+
+    /// The window to audit: `until` (default: now minus `settle`) back to
+    /// `since` (default: the later of the default start and the widest
+    /// window); an error names what is wrong with a window asked for.
+    pub fn window(
+        &self,
+        since: Option<DateTime<Utc>>,
+        until: Option<DateTime<Utc>>,
+        settle: chrono::Duration,
+    ) -> Result<(DateTime<Utc>, DateTime<Utc>), String> {
+        window(
+            self.default_since,
+            self.max_window,
+            since,
+            until.unwrap_or_else(|| Utc::now() - settle),
+        )
+    }
+
     /// Reconciles writes, receipts and events that happened in
     /// `[since, until)`.
     pub async fn run(
@@ -50,6 +101,7 @@ impl AuditSource {
         since: DateTime<Utc>,
         until: DateTime<Utc>,
     ) -> Result<AuditReport, AuditError> {
+        let _one_at_a_time = self.running.try_acquire().map_err(|_| AuditError::Busy)?;
         let writes = committed_writes(&self.db, since, until).await?;
         let bootstrap = self.bootstrap.clone();
         let topic = self.topic.clone();
@@ -93,5 +145,49 @@ impl AuditSource {
             ends: &snapshot.ends,
             unreadable,
         }))
+    }
+}
+
+fn window(
+    default_since: DateTime<Utc>,
+    max_window: chrono::Duration,
+    since: Option<DateTime<Utc>>,
+    until: DateTime<Utc>,
+) -> Result<(DateTime<Utc>, DateTime<Utc>), String> {
+    let since = since.unwrap_or_else(|| default_since.max(until - max_window));
+    if since > until {
+        return Err(format!("since ({since}) is after until ({until})"));
+    }
+    if until - since > max_window {
+        return Err(format!(
+            "the window from {since} to {until} is wider than the {} s an audit may read \
+             (CHATLAB_AUDIT_MAX_WINDOW_SECS): audit it in parts",
+            max_window.num_seconds()
+        ));
+    }
+    Ok((since, until))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_are_bounded() {
+        let day = chrono::Duration::days(1);
+        let now = Utc::now();
+        let epoch = DateTime::<Utc>::UNIX_EPOCH;
+        // No start: the widest window back from the end, or the default
+        // start when that is later.
+        assert_eq!(window(epoch, day, None, now), Ok((now - day, now)));
+        let started = now - chrono::Duration::minutes(5);
+        assert_eq!(window(started, day, None, now), Ok((started, now)));
+        // A start asked for is kept when the window fits.
+        let hour_ago = now - chrono::Duration::hours(1);
+        assert_eq!(window(epoch, day, Some(hour_ago), now), Ok((hour_ago, now)));
+        // Too wide, or backwards: refused with a reason.
+        let err = window(epoch, day, Some(epoch), now).unwrap_err();
+        assert!(err.contains("CHATLAB_AUDIT_MAX_WINDOW_SECS"), "{err}");
+        assert!(window(epoch, day, Some(now), hour_ago).is_err());
     }
 }

@@ -9,6 +9,7 @@
 //! | `HTTP_SHUTDOWN_TIMEOUT_SECS` | 30 | grace period for in-flight requests on SIGTERM/SIGINT |
 //! | `CHAT_INSERT_STRATEGY` | `batch` | member inserts: `per_row`, `batch` or `unnest` |
 //! | `CHATLAB_ALLOW_OVERRIDES` | `false` | honour `X-Chatlab-Insert-Strategy` and `X-Chatlab-Publish-Mode` per request |
+//! | `CHATLAB_AUDIT_MAX_WINDOW_SECS` | 86400 | widest window one event audit reads (`GET /audit`, `chatlab audit`); one audit runs at a time |
 //! | `CHAT_MAX_MEMBERS` | 10000 | most members of a new chat, creator included |
 //! | `USERS_BULK_MAX` | 100000 | most users one bulk request may create |
 //! | `CHAT_IMPORT_MAX_ROWS` | 100000 | most rows one import job may write |
@@ -72,6 +73,7 @@ const KNOWN: &[&str] = &[
     "HTTP_SHUTDOWN_TIMEOUT_SECS",
     "CHAT_INSERT_STRATEGY",
     "CHATLAB_ALLOW_OVERRIDES",
+    "CHATLAB_AUDIT_MAX_WINDOW_SECS",
     "CHAT_MAX_MEMBERS",
     "USERS_BULK_MAX",
     "DB_POOL_MAX_SIZE",
@@ -187,6 +189,8 @@ pub struct Settings {
     pub outbox: RelaySettings,
     /// Receipt ledger.
     pub ledger: LedgerSettings,
+    /// The widest window one event audit may read.
+    pub audit_max_window: Duration,
     /// Log format.
     pub log_format: LogFormat,
 }
@@ -279,6 +283,9 @@ impl Settings {
                 ..RelaySettings::default()
             },
             ledger,
+            audit_max_window: Duration::from_secs(
+                env.parse("CHATLAB_AUDIT_MAX_WINDOW_SECS", 86_400)?,
+            ),
             log_format: env.parse("LOG_FORMAT", LogFormat::Pretty)?,
         };
         settings.check_broker_wait_fits_in_a_transaction(&env)?;

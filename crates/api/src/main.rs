@@ -36,7 +36,7 @@ enum Command {
     /// misplaced events it acknowledged. (With the embedded broker the
     /// events live in the server's process: ask the server, GET /audit.)
     Audit {
-        /// Window start, RFC 3339 (default: 1970-01-01).
+        /// Window start, RFC 3339 (default: the end minus CHATLAB_AUDIT_MAX_WINDOW_SECS, a day; a wider window is refused).
         #[arg(long)]
         since: Option<chrono::DateTime<chrono::Utc>>,
         /// Window end, RFC 3339, exclusive (default: now minus --settle-secs).
@@ -97,21 +97,19 @@ async fn audit(
         );
         return ExitCode::from(2);
     };
-    let mut registry = prometheus_client::registry::Registry::default();
-    let db = chatlab_persistence::Database::new(
-        &settings.db,
-        chatlab_persistence::pool_metrics::PoolMetrics::register(&mut registry),
-    );
-    let source = chatlab_api::audit::AuditSource {
-        db,
+    let source = chatlab_api::audit::AuditSource::new(
+        &settings,
         bootstrap,
-        topic: settings.kafka.topic.clone(),
-        default_since: chrono::DateTime::<chrono::Utc>::UNIX_EPOCH,
+        chrono::DateTime::<chrono::Utc>::UNIX_EPOCH,
+    );
+    let settle = chrono::Duration::seconds(settle_secs.min(86_400) as i64);
+    let (since, until) = match source.window(since, until, settle) {
+        Ok(window) => window,
+        Err(e) => {
+            eprintln!("chatlab audit: {e}");
+            return ExitCode::from(2);
+        }
     };
-    let since = since.unwrap_or(chrono::DateTime::<chrono::Utc>::UNIX_EPOCH);
-    let until = until.unwrap_or_else(|| {
-        chrono::Utc::now() - chrono::Duration::seconds(settle_secs.min(86_400) as i64)
-    });
     match source.run(since, until).await {
         Ok(report) => {
             println!(

@@ -143,16 +143,15 @@ impl Application {
             imports: store.clone(),
             import_limit_bytes: settings.http.import_limit_bytes,
             health: store.clone(),
-            audit: AuditSource {
-                db: store.db().clone(),
+            audit: AuditSource::new(
+                &settings,
                 bootstrap,
-                topic: settings.kafka.topic.clone(),
-                default_since: if embedded.is_some() {
+                if embedded.is_some() {
                     started_at
                 } else {
                     chrono::DateTime::<chrono::Utc>::UNIX_EPOCH
                 },
-            },
+            ),
             writes: settings.writes,
             limits: settings.limits,
             metrics: MetricsEndpoint {

@@ -50,6 +50,9 @@ pub enum UnavailableReason {
     /// The event broker did not acknowledge in time (`in_tx_await`): the
     /// transaction was rolled back.
     EventBroker,
+    /// The same bounded operation (the event audit) is already running;
+    /// one at a time keeps its memory bounded.
+    AlreadyRunning,
 }
 
 impl fmt::Display for UnavailableReason {
@@ -60,6 +63,7 @@ impl fmt::Display for UnavailableReason {
             Self::Timeout => "the database cancelled a statement that ran too long",
             Self::Contention => "the transaction conflicted with another one",
             Self::EventBroker => "the event broker did not acknowledge; nothing was written",
+            Self::AlreadyRunning => "the same operation is already running",
         })
     }
 }

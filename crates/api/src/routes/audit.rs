@@ -14,8 +14,10 @@ use crate::state::AppState;
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct AuditQuery {
-    /// Start of the window (RFC 3339); default: 1970-01-01, or the server's
-    /// start when it runs the embedded broker (whose events die with it).
+    /// Start of the window (RFC 3339); default: `until` minus
+    /// `CHATLAB_AUDIT_MAX_WINDOW_SECS` (a day), or the server's start when
+    /// it runs the embedded broker (whose events die with it) and started
+    /// later. A wider window is refused (400): audit it in parts.
     pub since: Option<DateTime<Utc>>,
     /// End of the window (RFC 3339, exclusive); default: now minus `settle_ms`.
     pub until: Option<DateTime<Utc>>,
@@ -158,13 +160,18 @@ pub async fn audit(
     state: web::Data<AppState>,
     query: web::Query<AuditQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let since = query.since.unwrap_or(state.audit.default_since);
-    let until = query.until.unwrap_or_else(|| {
-        Utc::now() - chrono::Duration::milliseconds(query.settle_ms.unwrap_or(2000) as i64)
-    });
+    let settle = chrono::Duration::milliseconds(query.settle_ms.unwrap_or(2000).min(86_400_000) as i64);
+    let (since, until) = state
+        .audit
+        .window(query.since, query.until, settle)
+        .map_err(ApiError::BadRequest)?;
     let shown = query.events.unwrap_or_default();
     let report = state.audit.run(since, until).await.map_err(|e| match e {
         crate::audit::AuditError::Database(e) => ApiError::from(e),
+        crate::audit::AuditError::Busy => ApiError::Unavailable {
+            reason: chatlab_domain::UnavailableReason::AlreadyRunning,
+            source: Box::new(e),
+        },
         other => ApiError::Unavailable {
             reason: chatlab_domain::UnavailableReason::EventBroker,
             source: Box::new(other),

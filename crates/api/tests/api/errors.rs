@@ -156,3 +156,30 @@ async fn malformed_requests_get_4xx_problems_and_change_nothing() {
     }
     assert_eq!(app.row_counts().await, before);
 }
+
+/// The audit holds a window's ids and the topic in memory: a window wider
+/// than `CHATLAB_AUDIT_MAX_WINDOW_SECS`, or one that ends before it starts,
+/// is refused with a problem that says so, before anything is read.
+#[tokio::test]
+async fn an_audit_window_too_wide_or_backwards_is_refused() {
+    let app = spawn_app().await;
+    let body = assert_problem(
+        app.get("/audit?since=2000-01-01T00:00:00Z").await,
+        400,
+        "bad-request",
+    )
+    .await;
+    assert!(
+        body["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("CHATLAB_AUDIT_MAX_WINDOW_SECS")),
+        "{body}"
+    );
+    assert_problem(
+        app.get("/audit?since=2030-01-02T00:00:00Z&until=2030-01-01T00:00:00Z")
+            .await,
+        400,
+        "bad-request",
+    )
+    .await;
+}

@@ -516,6 +516,8 @@ async fn the_audit_reconciles_a_fabricated_topic_and_table() {
         bootstrap: brokers.clone(),
         topic: topic.clone(),
         default_since: chrono::DateTime::<chrono::Utc>::UNIX_EPOCH,
+        max_window: chrono::Duration::MAX,
+        running: tokio::sync::Semaphore::new(1),
     };
     let report = source
         .run(
