@@ -150,6 +150,13 @@ impl Database {
     /// Waiting for the connection counts as pending and is timed; a caller
     /// that waits longer than the acquire timeout gets
     /// [`PersistenceError::PoolTimeout`].
+    ///
+    /// A caller that goes away while it waits for the connection takes
+    /// nothing; once `work` has its connection, it runs to its end whether
+    /// the caller still waits or not (a task of its own on the async
+    /// driver, a blocking thread on the other). A unit of work cut short
+    /// between the broker's acknowledgement and COMMIT would leave an event
+    /// on the topic for a write that rolls back (in_tx_await's phantom).
     pub async fn run<T, E, F>(&self, work: F) -> Result<T, E>
     where
         F: for<'s> FnOnce(&'s mut DbSession) -> BoxFuture<'s, Result<T, E>> + Send + 'static,
@@ -159,7 +166,9 @@ impl Database {
         match &self.inner.source {
             Source::Async(pool) => {
                 let mut session = self.open_async(pool.as_ref()).await?;
-                work(&mut session).await
+                tokio::spawn(async move { work(&mut session).await })
+                    .await
+                    .unwrap_or_else(|e| Err(PersistenceError::Worker(e.to_string()).into()))
             }
             Source::Blocking(pool) => self.run_blocking(pool.clone(), work).await,
         }

@@ -18,9 +18,9 @@ pub enum PersistenceError {
     /// A connection could not be established outside the pool.
     #[error("could not connect to the database")]
     Establish(#[from] diesel::ConnectionError),
-    /// A unit of work on the blocking driver's thread pool panicked or was
-    /// cancelled.
-    #[error("blocking database worker failed: {0}")]
+    /// A unit of work's task (async driver) or thread (blocking driver)
+    /// panicked or was cancelled.
+    #[error("database worker failed: {0}")]
     Worker(String),
     /// Migrations could not be applied.
     #[error("database migration failed: {0}")]

@@ -2,6 +2,7 @@
 //! its own database cloned from the migrated template.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod cancellation;
 mod create_chat;
 mod imports;
 mod messages;
