@@ -395,10 +395,19 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("KAFKA_SEND_TIMEOUT_MS"), "{err}");
-        assert!(err.contains("DB_IDLE_IN_TRANSACTION_TIMEOUT_MS (5500 ms)"), "{err}");
+        assert!(
+            err.contains("DB_IDLE_IN_TRANSACTION_TIMEOUT_MS (5500 ms)"),
+            "{err}"
+        );
         for ok in [
-            [("KAFKA_SEND_TIMEOUT_MS", "5000"), ("DB_IDLE_IN_TRANSACTION_TIMEOUT_MS", "6001")],
-            [("KAFKA_SEND_TIMEOUT_MS", "5000"), ("DB_IDLE_IN_TRANSACTION_TIMEOUT_MS", "0")],
+            [
+                ("KAFKA_SEND_TIMEOUT_MS", "5000"),
+                ("DB_IDLE_IN_TRANSACTION_TIMEOUT_MS", "6001"),
+            ],
+            [
+                ("KAFKA_SEND_TIMEOUT_MS", "5000"),
+                ("DB_IDLE_IN_TRANSACTION_TIMEOUT_MS", "0"),
+            ],
         ] {
             assert!(Settings::from_vars(vars(&ok)).is_ok(), "{ok:?}");
         }

@@ -160,7 +160,8 @@ pub async fn audit(
     state: web::Data<AppState>,
     query: web::Query<AuditQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    let settle = chrono::Duration::milliseconds(query.settle_ms.unwrap_or(2000).min(86_400_000) as i64);
+    let settle =
+        chrono::Duration::milliseconds(query.settle_ms.unwrap_or(2000).min(86_400_000) as i64);
     let (since, until) = state
         .audit
         .window(query.since, query.until, settle)

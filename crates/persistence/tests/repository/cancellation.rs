@@ -93,7 +93,10 @@ async fn writes_dropped_at_random_points_leave_nothing_half_done_and_no_phantom_
             dropped += 1;
         }
     }
-    assert!(dropped > rounds / 4, "only {dropped} of {rounds} dropped: the test cut nothing");
+    assert!(
+        dropped > rounds / 4,
+        "only {dropped} of {rounds} dropped: the test cut nothing"
+    );
 
     // A unit of work the caller left runs to its end: give it a moment.
     let mut conn = db.connect().await;
@@ -117,7 +120,11 @@ async fn writes_dropped_at_random_points_leave_nothing_half_done_and_no_phantom_
     }
 
     // Every chat that committed is whole.
-    let committed: Vec<Uuid> = chats::table.select(chats::id).load(&mut conn).await.unwrap();
+    let committed: Vec<Uuid> = chats::table
+        .select(chats::id)
+        .load(&mut conn)
+        .await
+        .unwrap();
     for chat in &committed {
         let member_rows: i64 = chat_members::table
             .filter(chat_members::chat_id.eq(chat))
@@ -144,7 +151,10 @@ async fn writes_dropped_at_random_points_leave_nothing_half_done_and_no_phantom_
         phantoms.len(),
         topic.len()
     );
-    assert!(!topic.is_empty(), "nothing was published: the test wrote nothing");
+    assert!(
+        !topic.is_empty(),
+        "nothing was published: the test wrote nothing"
+    );
 }
 
 #[derive(QueryableByName)]
