@@ -54,12 +54,34 @@ else
   CONCURRENCY_ARGS := --vus 10,100,1000 --duration 10s --warmup 3s
   BROKER_CHECK_ARGS := --events 500 --producers 4 --in-flight 32 --rounds 10 --busy-threads 1
 endif
+# Fault experiments (scripts/fault.sh): real faults under an open-model load
+# of createChat and sendMessage, on a private PostgreSQL cluster of their own
+# (FAULT_PG_PORT, default 55432). Acquire timeout 2 s and statement timeout
+# 5 s, so no request may wait past 8 s (7 s and a margin); 12 s where the
+# broker's send timeout (3 s) adds to it. QUICK=1 is CI's form: shorter, and
+# it fails when an invariant breaks.
+FAULT_ENV := --env DB_POOL_ACQUIRE_TIMEOUT_MS=2000 --env DB_STATEMENT_TIMEOUT_MS=5000 \
+    --env KAFKA_SEND_TIMEOUT_MS=3000 --env HTTP_SHUTDOWN_TIMEOUT_SECS=10
+FAULT_DB_VARIANTS := async-pool:DB_DRIVER=async,async-nopool:DB_DRIVER=async+DB_POOL=off,blocking-pool:DB_DRIVER=blocking,blocking-nopool:DB_DRIVER=blocking+DB_POOL=off
+FAULT_MODES := in_tx_await,in_tx_enqueue,after_commit,outbox
+ifeq ($(QUICK),1)
+  FAULT_ARGS := --rate 40 --duration 10s --fault-at 3s --strict
+  FAULT_DOWN := --down 3s
+  CANCEL_ARGS := --rate 100 --duration 10s --strict
+  SOAK_ARGS := --rate 40 --duration 30s --strict
+else
+  FAULT_ARGS := --rate 150 --duration 40s --fault-at 10s
+  FAULT_DOWN := --down 10s
+  CANCEL_ARGS := --rate 300 --duration 30s
+  SOAK_ARGS := --rate 100 --duration 600s
+endif
 # Runs of the event tests for `make events-stress`.
 RUNS ?= 50
 
 .PHONY: demo loadtest loadtest-create loadtest-seed001 loadtest-ramp bench-baseline \
         loadtest-crosscheck loadtest-pool loadtest-poolsize loadtest-driver loadtest-concurrency \
-        loadtest-smoke load-build load-db broker-check events-stress
+        loadtest-smoke load-build load-db broker-check events-stress \
+        fault-db fault-broker fault-server fault-cancel soak faults
 .PHONY: help run build release test fmt fmt-check lint layering openapi openapi-check \
         docker-check k6-check db db-stop broker broker-stop ci clean-testdbs
 
@@ -145,6 +167,39 @@ events-stress: ## The event tests RUNS= times (default 50) beside a busy core an
 	@KAFKA_TEST_BROKERS=$(KAFKA_TEST_BROKERS) scripts/ensure-tansu.sh
 	DATABASE_URL=$(DATABASE_ADMIN_URL) KAFKA_TEST_BROKERS=$(KAFKA_TEST_BROKERS) RUNS=$(RUNS) BUSY=1 PRODUCE=1 \
 	    TANSU_BIN=$$(scripts/ensure-tansu.sh --print-bin) scripts/stress-event-tests.sh
+
+fault-db: load-build ## PostgreSQL restarted, its sessions terminated, stopped for a while: per driver and pooling
+	scripts/fault.sh fault-db --faults db-restart,db-terminate,db-stop --variants $(FAULT_DB_VARIANTS) \
+	    $(FAULT_ENV) --latency-bound 8s $(FAULT_ARGS) $(FAULT_DOWN)
+
+# When deliveries time out, librdkafka bumps its producer epoch, and tansu
+# 0.6's SQLite engine panics on the first produce with the bumped epoch
+# (README, "Faults under load"). So the kill (SQLite storage, which survives
+# it) runs with a send timeout longer than the outage, and the freeze runs on
+# tansu's memory engine with the 3 s timeout, so events do time out there and
+# the table shows which modes lose them (the audit keeps the memory engine's
+# own losses apart).
+fault-broker: load-build ## tansu killed (SIGKILL) and frozen (SIGSTOP) under load: per publish mode, events lost, outbox drain
+	scripts/fault.sh fault-broker --faults broker-kill --tansu-bin $$(scripts/ensure-tansu.sh --print-bin) \
+	    --publish-modes $(FAULT_MODES) $(FAULT_ENV) --env KAFKA_SEND_TIMEOUT_MS=15000 --latency-bound 20s $(FAULT_ARGS) $(FAULT_DOWN)
+	scripts/fault.sh fault-broker --faults broker-freeze --tansu-bin $$(scripts/ensure-tansu.sh --print-bin) --tansu-storage memory \
+	    --publish-modes $(FAULT_MODES) $(FAULT_ENV) --latency-bound 12s $(FAULT_ARGS) $(FAULT_DOWN)
+
+fault-server: load-build ## chatlab killed (SIGKILL) in outbox mode, and stopped (SIGTERM) under load, then started again
+	scripts/fault.sh fault-server --faults server-kill --tansu-bin $$(scripts/ensure-tansu.sh --print-bin) \
+	    --publish-modes outbox $(FAULT_ENV) --latency-bound 12s $(FAULT_ARGS) --down 1s
+	scripts/fault.sh fault-server --faults server-term --tansu-bin $$(scripts/ensure-tansu.sh --print-bin) \
+	    --publish-modes $(FAULT_MODES) $(FAULT_ENV) --latency-bound 12s $(FAULT_ARGS) --down 1s
+
+fault-cancel: load-build ## Clients hang up at random points (per_row, 200 members): nothing left open, nothing half written
+	scripts/fault.sh fault-cancel --faults cancel --publish-modes $(FAULT_MODES) --members 200 --deadline 2ms..60ms \
+	    --env CHAT_INSERT_STRATEGY=per_row --env KAFKA_MOCK_BROKER_RTT_MS=5 $(FAULT_ENV) $(CANCEL_ARGS)
+
+soak: load-build ## The mixed write load at a steady rate (10 min; QUICK: 30 s): slopes of RSS, connections, waiters, outbox
+	scripts/fault.sh soak --faults soak --tansu-bin $$(scripts/ensure-tansu.sh --print-bin) \
+	    --publish-modes $(FAULT_MODES) $(FAULT_ENV) --latency-bound 8s $(SOAK_ARGS)
+
+faults: fault-db fault-broker fault-server fault-cancel ## Every fault experiment
 
 db: ## Start PostgreSQL if nothing answers, and create the chatlab database
 	@DATABASE_URL=$(DATABASE_URL) scripts/ensure-postgres.sh $(notdir $(firstword $(subst ?, ,$(DATABASE_URL))))

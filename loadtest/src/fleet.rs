@@ -13,6 +13,7 @@ pub struct Server {
     pub url: String,
     /// Its process id.
     pub pid: u32,
+    port: u16,
     child: Child,
 }
 
@@ -21,6 +22,7 @@ pub struct Server {
 pub struct Fleet {
     /// The servers.
     pub servers: Vec<Server>,
+    spec: Option<FleetSpec>,
 }
 
 /// How to start servers.
@@ -41,55 +43,106 @@ impl Fleet {
     pub async fn start(spec: &FleetSpec, client: &reqwest::Client) -> Result<Self, String> {
         std::fs::create_dir_all(&spec.log_dir)
             .map_err(|e| format!("cannot create {}: {e}", spec.log_dir.display()))?;
-        let mut fleet = Fleet::default();
-        for i in 0..spec.count {
-            let port = free_port()?;
-            let log_path = spec.log_dir.join(format!("server-{i}.log"));
-            let log = std::fs::File::create(&log_path)
-                .map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
-            let log_err = log
-                .try_clone()
-                .map_err(|e| format!("cannot share {}: {e}", log_path.display()))?;
-            let child = Command::new(&spec.binary)
-                .arg("serve")
-                .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-                .env("HTTP_ADDR", format!("127.0.0.1:{port}"))
-                .stdin(Stdio::null())
-                .stdout(log)
-                .stderr(log_err)
-                .spawn()
-                .map_err(|e| format!("cannot start {}: {e}", spec.binary.display()))?;
-            fleet.servers.push(Server {
-                url: format!("http://127.0.0.1:{port}"),
-                pid: child.id(),
-                child,
-            });
+        let mut fleet = Fleet {
+            servers: Vec::with_capacity(spec.count),
+            spec: Some(spec.clone()),
+        };
+        for index in 0..spec.count {
+            fleet.servers.push(spawn(spec, index, free_port()?)?);
         }
-        let deadline = Instant::now() + Duration::from_secs(60);
-        for (i, server) in fleet.servers.iter_mut().enumerate() {
-            loop {
-                if let Ok(Some(status)) = server.child.try_wait() {
-                    return Err(format!(
-                        "server {i} exited ({status}); see {}",
-                        spec.log_dir.join(format!("server-{i}.log")).display()
-                    ));
-                }
-                let ready = client
-                    .get(format!("{}/readyz", server.url))
-                    .timeout(Duration::from_secs(2))
-                    .send()
-                    .await
-                    .is_ok_and(|r| r.status().is_success());
-                if ready {
-                    break;
-                }
-                if Instant::now() > deadline {
-                    return Err(format!("server {i} at {} never became ready", server.url));
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
+        for index in 0..fleet.servers.len() {
+            fleet.wait_ready(index, client).await?;
         }
         Ok(fleet)
+    }
+
+    /// Waits until server `index` answers `/readyz` (60 s at most).
+    pub async fn wait_ready(
+        &mut self,
+        index: usize,
+        client: &reqwest::Client,
+    ) -> Result<(), String> {
+        let log = self.log_path(index);
+        let server = self
+            .servers
+            .get_mut(index)
+            .ok_or_else(|| format!("no server {index}"))?;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(Some(status)) = server.child.try_wait() {
+                return Err(format!(
+                    "server {index} exited ({status}); see {}",
+                    log.display()
+                ));
+            }
+            let ready = client
+                .get(format!("{}/readyz", server.url))
+                .timeout(Duration::from_secs(2))
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success());
+            if ready {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "server {index} at {} never became ready",
+                    server.url
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Sends `signal` (`KILL`, `TERM`, `STOP`, `CONT`) to server `index`.
+    pub fn signal(&self, index: usize, signal: &str) -> Result<(), String> {
+        let server = self
+            .servers
+            .get(index)
+            .ok_or_else(|| format!("no server {index}"))?;
+        send_signal(server.pid, signal)
+    }
+
+    /// Waits up to `limit` for server `index` to exit; its exit status, or
+    /// `None` when it is still running.
+    pub async fn wait_exit(
+        &mut self,
+        index: usize,
+        limit: Duration,
+    ) -> Option<std::process::ExitStatus> {
+        let server = self.servers.get_mut(index)?;
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Ok(Some(status)) = server.child.try_wait() {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Starts server `index` again on the same port (after it exited), and
+    /// waits until it is ready. Its log is appended to.
+    pub async fn restart(&mut self, index: usize, client: &reqwest::Client) -> Result<(), String> {
+        let spec = self.spec.clone().ok_or("this fleet was not started here")?;
+        let port = self
+            .servers
+            .get(index)
+            .map(|s| s.port)
+            .ok_or_else(|| format!("no server {index}"))?;
+        let mut old = std::mem::replace(&mut self.servers[index], spawn(&spec, index, port)?);
+        let _ = old.child.kill();
+        let _ = old.child.wait();
+        self.wait_ready(index, client).await
+    }
+
+    fn log_path(&self, index: usize) -> PathBuf {
+        self.spec
+            .as_ref()
+            .map(|s| s.log_dir.join(format!("server-{index}.log")))
+            .unwrap_or_default()
     }
 
     /// The servers' URLs.
@@ -108,10 +161,7 @@ impl Drop for Fleet {
         for server in &mut self.servers {
             // SIGTERM lets the server drain; `kill` is the only portable
             // way to send it without unsafe code.
-            let _ = Command::new("kill")
-                .arg("-TERM")
-                .arg(server.pid.to_string())
-                .status();
+            let _ = send_signal(server.pid, "TERM");
         }
         let deadline = Instant::now() + Duration::from_secs(10);
         for server in &mut self.servers {
@@ -127,7 +177,51 @@ impl Drop for Fleet {
     }
 }
 
-fn free_port() -> Result<u16, String> {
+/// Starts server `index` of `spec` on `port`, its output appended to its log.
+fn spawn(spec: &FleetSpec, index: usize, port: u16) -> Result<Server, String> {
+    let log_path = spec.log_dir.join(format!("server-{index}.log"));
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .map_err(|e| format!("cannot open {}: {e}", log_path.display()))?;
+    let log_err = log
+        .try_clone()
+        .map_err(|e| format!("cannot share {}: {e}", log_path.display()))?;
+    let child = Command::new(&spec.binary)
+        .arg("serve")
+        .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .env("HTTP_ADDR", format!("127.0.0.1:{port}"))
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log_err)
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", spec.binary.display()))?;
+    Ok(Server {
+        url: format!("http://127.0.0.1:{port}"),
+        pid: child.id(),
+        port,
+        child,
+    })
+}
+
+/// `kill -SIGNAL pid`: the only portable way to send a signal without
+/// unsafe code.
+pub fn send_signal(pid: u32, signal: &str) -> Result<(), String> {
+    let status = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .status()
+        .map_err(|e| format!("kill -{signal} {pid}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("kill -{signal} {pid}: {status}"))
+    }
+}
+
+/// A free loopback port.
+pub fn free_port() -> Result<u16, String> {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())

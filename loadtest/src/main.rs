@@ -6,7 +6,9 @@
 //!   size, strategies alternating A B A B (or mixed per request), with
 //!   optional pgbench baselines; writes `results/<name>-<timestamp>/`;
 //! - `crosscheck`: wrk and this harness against the same endpoint, to prove
-//!   the harness is not the bottleneck.
+//!   the harness is not the bottleneck;
+//! - `fault`: a real fault under load (database, broker, server, client
+//!   hang-ups, or a soak), then the invariants.
 //!
 //! Traffic goes only to the given (loopback) servers, and every loop is
 //! bounded by its duration.
@@ -15,6 +17,7 @@ mod baseline;
 mod broker_check;
 mod charts;
 mod experiment;
+mod fault;
 mod fleet;
 mod latency;
 mod procstat;
@@ -70,6 +73,10 @@ enum Command {
     /// from several producers (optionally beside busy threads), keeps every
     /// receipt, reads the topic back and reconciles the two.
     BrokerCheck(broker_check::BrokerCheckArgs),
+    /// Faults under load: PostgreSQL restarted, stopped or its sessions
+    /// ended, the broker killed or frozen, the server killed or stopped,
+    /// clients hanging up, or a steady soak; then the invariants.
+    Fault(fault::FaultArgs),
 }
 
 #[derive(Debug, Args)]
@@ -312,6 +319,7 @@ async fn main() -> ExitCode {
         Command::Crosscheck(args) => crosscheck(args).await,
         Command::Baseline(args) => pgbench_baseline(args).await,
         Command::BrokerCheck(args) => broker_check::run(args).await,
+        Command::Fault(args) => fault::run(args).await,
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

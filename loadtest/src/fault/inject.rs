@@ -1,0 +1,364 @@
+//! The faults themselves, done for real: a PostgreSQL cluster restarted,
+//! stopped or its sessions terminated; a broker killed or frozen; the
+//! chatlab server killed or asked to stop.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use crate::fleet::{Fleet, send_signal};
+
+/// Which fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// PostgreSQL restarted with a fast shutdown.
+    DbRestart,
+    /// Every chatlab session ended by `pg_terminate_backend`.
+    DbTerminate,
+    /// PostgreSQL stopped for the down time, then started.
+    DbStop,
+    /// The broker killed (SIGKILL) for the down time, then started on its
+    /// storage.
+    BrokerKill,
+    /// The broker frozen (SIGSTOP) for the down time, then resumed.
+    BrokerFreeze,
+    /// The chatlab server killed (SIGKILL), then started again.
+    ServerKill,
+    /// The chatlab server asked to stop (SIGTERM) under load, then started
+    /// again.
+    ServerTerm,
+    /// Clients hang up at random points; nothing else fails.
+    Cancel,
+    /// Nothing: a steady load (the soak).
+    None,
+}
+
+impl Fault {
+    /// Its name on the command line and in the tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::DbRestart => "db-restart",
+            Self::DbTerminate => "db-terminate",
+            Self::DbStop => "db-stop",
+            Self::BrokerKill => "broker-kill",
+            Self::BrokerFreeze => "broker-freeze",
+            Self::ServerKill => "server-kill",
+            Self::ServerTerm => "server-term",
+            Self::Cancel => "cancel",
+            Self::None => "soak",
+        }
+    }
+}
+
+impl FromStr for Fault {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        [
+            Self::DbRestart,
+            Self::DbTerminate,
+            Self::DbStop,
+            Self::BrokerKill,
+            Self::BrokerFreeze,
+            Self::ServerKill,
+            Self::ServerTerm,
+            Self::Cancel,
+            Self::None,
+        ]
+        .into_iter()
+        .find(|f| f.name() == s)
+        .ok_or_else(|| {
+            format!(
+                "unknown fault {s:?}: db-restart, db-terminate, db-stop, broker-kill, \
+                 broker-freeze, server-kill, server-term, cancel, soak"
+            )
+        })
+    }
+}
+
+/// When the fault began and when what it took away answered again, from
+/// the start of the run.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Timeline {
+    /// The fault began.
+    pub down_at: Option<Duration>,
+    /// It answered again (PostgreSQL accepts a query, the broker's port a
+    /// connection, the server `/readyz`).
+    pub back_at: Option<Duration>,
+    /// SIGTERM only: how long the server took to exit, and its exit code.
+    pub exit: Option<(Duration, Option<i32>)>,
+}
+
+/// The private PostgreSQL cluster under test.
+#[derive(Debug, Clone)]
+pub struct Database {
+    /// Its URL (the database chatlab uses).
+    pub url: String,
+    /// `scripts/pg-private.sh`.
+    pub script: PathBuf,
+    /// The cluster's port.
+    pub port: u16,
+}
+
+impl Database {
+    fn control(&self, action: &str) -> Result<(), String> {
+        let status = Command::new(&self.script)
+            .args([action, &self.port.to_string()])
+            .status()
+            .map_err(|e| format!("{}: {e}", self.script.display()))?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{} {action} {}: {status}",
+                self.script.display(),
+                self.port
+            ))
+        }
+    }
+
+    /// Runs `sql` with psql; its unaligned output.
+    pub fn psql(&self, sql: &str) -> Result<String, String> {
+        psql(&self.url, sql)
+    }
+
+    /// Waits until the database answers a query (deadline `limit`).
+    async fn wait_answers(&self, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if self.psql("SELECT 1").is_ok_and(|out| out.trim() == "1") {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        false
+    }
+}
+
+/// Runs `sql` (several statements allowed, fed on stdin) against `url`,
+/// stopping at the first error; the unaligned, tuples-only output.
+pub fn psql(url: &str, sql: &str) -> Result<String, String> {
+    use std::io::Write;
+    let mut child = Command::new("psql")
+        .args(["-X", "-q", "-t", "-A", "-v", "ON_ERROR_STOP=1", url])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("psql: {e}"))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin
+            .write_all(sql.as_bytes())
+            .map_err(|e| format!("psql stdin: {e}"))?;
+    }
+    let out = child.wait_with_output().map_err(|e| format!("psql: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!(
+            "psql: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// tansu's storage engine for a run's broker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BrokerStorage {
+    /// SQLite in the cell's directory: survives a kill.
+    Sqlite,
+    /// In memory: forgets everything when the process ends, and loses some
+    /// acknowledged records under pipelined produce (the audit tells those
+    /// apart); handles a producer epoch bump, which SQLite does not.
+    Memory,
+}
+
+/// A tansu broker the experiment owns, so it can be killed and started
+/// again, or frozen.
+#[derive(Debug)]
+pub struct Broker {
+    binary: PathBuf,
+    dir: PathBuf,
+    storage: BrokerStorage,
+    /// `127.0.0.1:PORT`.
+    pub address: String,
+    child: Child,
+}
+
+impl Broker {
+    /// Starts tansu on a free port, its log (and SQLite storage) in `dir`.
+    pub async fn start(binary: &Path, dir: &Path, storage: BrokerStorage) -> Result<Self, String> {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let port = crate::fleet::free_port()?;
+        let address = format!("127.0.0.1:{port}");
+        let child = spawn_tansu(binary, dir, &address, storage)?;
+        let broker = Self {
+            binary: binary.to_owned(),
+            dir: dir.to_owned(),
+            storage,
+            address,
+            child,
+        };
+        if !broker.wait_listening(Duration::from_secs(30)).await {
+            return Err(format!(
+                "tansu did not listen on {}; see {}",
+                broker.address,
+                dir.join("tansu.log").display()
+            ));
+        }
+        Ok(broker)
+    }
+
+    async fn wait_listening(&self, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if tokio::net::TcpStream::connect(&self.address).await.is_ok() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        false
+    }
+
+    fn signal(&self, signal: &str) -> Result<(), String> {
+        send_signal(self.child.id(), signal)
+    }
+
+    async fn kill_and_restart(&mut self, down: Duration) -> Result<(), String> {
+        self.child.kill().map_err(|e| format!("kill tansu: {e}"))?;
+        let _ = self.child.wait();
+        tokio::time::sleep(down).await;
+        self.child = spawn_tansu(&self.binary, &self.dir, &self.address, self.storage)?;
+        if self.wait_listening(Duration::from_secs(30)).await {
+            Ok(())
+        } else {
+            Err("tansu did not come back".into())
+        }
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let _ = send_signal(self.child.id(), "CONT");
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn spawn_tansu(
+    binary: &Path,
+    dir: &Path,
+    address: &str,
+    storage: BrokerStorage,
+) -> Result<Child, String> {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("tansu.log"))
+        .map_err(|e| format!("tansu log: {e}"))?;
+    let log_err = log.try_clone().map_err(|e| format!("tansu log: {e}"))?;
+    Command::new(binary)
+        .current_dir(dir)
+        .args([
+            "broker",
+            "--listener-url",
+            &format!("tcp://{address}"),
+            "--advertised-listener-url",
+            &format!("tcp://{address}"),
+            "--storage-engine",
+            match storage {
+                BrokerStorage::Sqlite => "sqlite://tansu.db",
+                BrokerStorage::Memory => "memory://tansu/",
+            },
+        ])
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log_err)
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", binary.display()))
+}
+
+/// What a fault acts on.
+pub struct Targets<'a> {
+    /// The database.
+    pub database: &'a Database,
+    /// The broker, when the run has one of its own.
+    pub broker: Option<&'a mut Broker>,
+    /// The chatlab servers (the first one is the fault's target).
+    pub fleet: &'a mut Fleet,
+    /// A client for `/readyz`.
+    pub client: &'a reqwest::Client,
+}
+
+/// Does `fault` at once, keeps it for `down` where it has a duration, and
+/// brings back what it took; times are from `started`.
+pub async fn inject(
+    fault: Fault,
+    down: Duration,
+    targets: Targets<'_>,
+    started: Instant,
+) -> Result<Timeline, String> {
+    let mut timeline = Timeline {
+        down_at: Some(started.elapsed()),
+        ..Timeline::default()
+    };
+    let Targets {
+        database,
+        broker,
+        fleet,
+        client,
+    } = targets;
+    match fault {
+        Fault::DbRestart => {
+            database.control("restart")?;
+            database.wait_answers(Duration::from_secs(60)).await;
+        }
+        Fault::DbStop => {
+            database.control("stop")?;
+            tokio::time::sleep(down).await;
+            database.control("start")?;
+            database.wait_answers(Duration::from_secs(60)).await;
+        }
+        Fault::DbTerminate => {
+            database.psql(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+                 WHERE datname = current_database() AND pid <> pg_backend_pid() \
+                 AND backend_type = 'client backend'",
+            )?;
+        }
+        Fault::BrokerKill => {
+            broker
+                .ok_or("broker-kill needs a broker of the run's own (--tansu-bin)")?
+                .kill_and_restart(down)
+                .await?;
+        }
+        Fault::BrokerFreeze => {
+            let broker =
+                broker.ok_or("broker-freeze needs a broker of the run's own (--tansu-bin)")?;
+            broker.signal("STOP")?;
+            tokio::time::sleep(down).await;
+            broker.signal("CONT")?;
+        }
+        Fault::ServerKill => {
+            fleet.signal(0, "KILL")?;
+            fleet.wait_exit(0, Duration::from_secs(10)).await;
+            tokio::time::sleep(down).await;
+            fleet.restart(0, client).await?;
+        }
+        Fault::ServerTerm => {
+            let asked = Instant::now();
+            fleet.signal(0, "TERM")?;
+            let status = fleet.wait_exit(0, Duration::from_secs(120)).await;
+            timeline.exit = status.map(|s| (asked.elapsed(), s.code()));
+            tokio::time::sleep(down).await;
+            fleet.restart(0, client).await?;
+        }
+        Fault::Cancel | Fault::None => {
+            timeline.down_at = None;
+            return Ok(timeline);
+        }
+    }
+    timeline.back_at = Some(started.elapsed());
+    Ok(timeline)
+}

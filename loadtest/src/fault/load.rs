@@ -1,0 +1,242 @@
+//! The fault experiments' load: an open model of createChat and sendMessage
+//! that keeps, for every request, when it was sent, how it ended and the id
+//! of what it wrote, so that the invariants can be checked against the
+//! database afterwards.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use uuid::Uuid;
+
+use crate::scenario::{Rng, Seeded, pick_members};
+use crate::schedule::ArrivalSchedule;
+
+/// What a request did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// `POST /v1/chats`.
+    Create,
+    /// `POST /v1/chats/{id}/messages`.
+    Send,
+}
+
+/// How a request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// An HTTP answer with this status.
+    Status(u16),
+    /// The connection was refused: nothing listened (a server down).
+    Refused,
+    /// The connection broke after the request went out: an answer cut
+    /// short, or a request dropped unanswered.
+    Cut,
+    /// The client's own deadline passed (the cancellation experiment sets
+    /// short ones on purpose).
+    Abandoned,
+}
+
+/// One request of the run.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// createChat or sendMessage.
+    pub op: Op,
+    /// Index into the run's publish modes.
+    pub mode: usize,
+    /// When it was due, from the start of the run.
+    pub due: Duration,
+    /// From due to answer (open model: waiting to be sent counts).
+    pub latency: Duration,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// A 503 carried `Retry-After`.
+    pub retry_after: bool,
+    /// The id the server answered with a 201.
+    pub id: Option<Uuid>,
+}
+
+impl Request {
+    /// Whether the write was acknowledged.
+    pub fn acknowledged(&self) -> bool {
+        self.outcome == Outcome::Status(201)
+    }
+}
+
+/// The load to send.
+#[derive(Debug, Clone)]
+pub struct LoadSpec {
+    /// Requests per second.
+    pub rate: f64,
+    /// How long.
+    pub duration: Duration,
+    /// Share of createChat among the requests (the rest send messages).
+    pub create_share: f64,
+    /// Members per created chat, the creator included.
+    pub members: usize,
+    /// The chats' name: a tag that tells this run's chats from others.
+    pub chat_name: String,
+    /// Publish modes sent in `X-Chatlab-Publish-Mode`, request by request
+    /// (`None`: no header, the server's own mode).
+    pub modes: Vec<Option<String>>,
+    /// Client deadline per request: a fixed one, or drawn uniformly from a
+    /// range (the cancellation experiment hangs up at random points).
+    pub deadline: (Duration, Duration),
+    /// Most requests in flight; arrivals beyond it are not sent.
+    pub max_in_flight: usize,
+}
+
+/// What the load did.
+#[derive(Debug, Default)]
+pub struct LoadResult {
+    /// Every request that was sent, in completion order.
+    pub requests: Vec<Request>,
+    /// Arrivals not sent because too many were in flight.
+    pub not_sent: u64,
+}
+
+/// Sends the load to `target` from `started`, with `seeded` users and chats.
+pub async fn run(
+    client: reqwest::Client,
+    target: String,
+    seeded: Arc<Seeded>,
+    spec: Arc<LoadSpec>,
+    started: Instant,
+) -> LoadResult {
+    let Ok(schedule) = ArrivalSchedule::new(spec.rate, spec.duration) else {
+        return LoadResult::default();
+    };
+    let (tx, mut rx) = mpsc::unbounded_channel::<Request>();
+    let collector = tokio::spawn(async move {
+        let mut requests = Vec::new();
+        while let Some(r) = rx.recv().await {
+            requests.push(r);
+        }
+        requests
+    });
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let target = Arc::new(target);
+    let mut rng = Rng::new(0xFA17);
+    let mut not_sent = 0u64;
+    let mut tasks = Vec::new();
+    let mut n = 0usize;
+    while let Some(due) = schedule.due(n as u64) {
+        n += 1;
+        tokio::time::sleep_until((started + due).into()).await;
+        if in_flight.load(Ordering::Relaxed) >= spec.max_in_flight {
+            not_sent += 1;
+            continue;
+        }
+        in_flight.fetch_add(1, Ordering::Relaxed);
+        let op = if (rng.next_u64() % 10_000) as f64 / 10_000.0 < spec.create_share {
+            Op::Create
+        } else {
+            Op::Send
+        };
+        let mode = n % spec.modes.len().max(1);
+        let (lo, hi) = spec.deadline;
+        let span = hi.saturating_sub(lo).as_micros() as u64;
+        let deadline =
+            lo + Duration::from_micros(if span == 0 { 0 } else { rng.next_u64() % span });
+        let body = build_body(op, &spec, &seeded, &mut rng);
+        let (client, target, spec, tx, in_flight) = (
+            client.clone(),
+            target.clone(),
+            spec.clone(),
+            tx.clone(),
+            in_flight.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let (outcome, retry_after, id) = match body {
+                Some((path, body)) => {
+                    let header = spec.modes.get(mode).cloned().flatten();
+                    send(&client, &target, &path, body, header, deadline).await
+                }
+                None => (Outcome::Status(0), false, None),
+            };
+            let _ = tx.send(Request {
+                op,
+                mode,
+                due,
+                latency: started.elapsed().saturating_sub(due),
+                outcome,
+                retry_after,
+                id,
+            });
+            in_flight.fetch_sub(1, Ordering::Relaxed);
+        }));
+    }
+    drop(tx);
+    for t in tasks {
+        let _ = t.await;
+    }
+    LoadResult {
+        requests: collector.await.unwrap_or_default(),
+        not_sent,
+    }
+}
+
+fn build_body(op: Op, spec: &LoadSpec, seeded: &Seeded, rng: &mut Rng) -> Option<(String, Value)> {
+    match op {
+        Op::Create => {
+            let m = pick_members(&seeded.users, spec.members, rng);
+            let (creator, others) = m.split_first()?;
+            Some((
+                "/v1/chats".to_owned(),
+                json!({ "name": spec.chat_name, "creator_id": creator, "member_ids": others }),
+            ))
+        }
+        Op::Send => {
+            let (chat, members) = seeded.chats.get(rng.below(seeded.chats.len()))?;
+            let sender = members.get(rng.below(members.len()))?;
+            Some((
+                format!("/v1/chats/{chat}/messages"),
+                json!({ "sender_id": sender, "body": spec.chat_name }),
+            ))
+        }
+    }
+}
+
+async fn send(
+    client: &reqwest::Client,
+    target: &str,
+    path: &str,
+    body: Value,
+    mode: Option<String>,
+    deadline: Duration,
+) -> (Outcome, bool, Option<Uuid>) {
+    let mut request = client
+        .post(format!("{target}{path}"))
+        .json(&body)
+        .timeout(deadline);
+    if let Some(mode) = mode {
+        request = request.header("x-chatlab-publish-mode", mode);
+    }
+    let resp = match request.send().await {
+        Ok(resp) => resp,
+        Err(e) => return (classify(&e), false, None),
+    };
+    let status = resp.status().as_u16();
+    let retry_after = resp.headers().contains_key("retry-after");
+    match resp.bytes().await {
+        Ok(bytes) => {
+            let id = (status == 201)
+                .then(|| serde_json::from_slice::<Value>(&bytes).ok())
+                .flatten()
+                .and_then(|v| v["id"].as_str()?.parse().ok());
+            (Outcome::Status(status), retry_after, id)
+        }
+        Err(e) => (classify(&e), retry_after, None),
+    }
+}
+
+fn classify(e: &reqwest::Error) -> Outcome {
+    if e.is_timeout() {
+        Outcome::Abandoned
+    } else if e.is_connect() {
+        Outcome::Refused
+    } else {
+        Outcome::Cut
+    }
+}

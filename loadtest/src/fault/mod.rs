@@ -1,0 +1,381 @@
+//! Fault experiments: a bounded open-model load of createChat and
+//! sendMessage against a chatlab server the harness starts, a real fault in
+//! the middle of it (PostgreSQL restarted, stopped or its sessions ended;
+//! the broker killed or frozen; the server killed or stopped; clients
+//! hanging up), then the invariants: every acknowledged write complete in
+//! the database, no write half done, no event lost by a no-loss mode, the
+//! outbox drained, nothing left checked out or idle in a transaction.
+//! Writes `table.md` (one row per fault × server variant) and each cell's
+//! audit and server log to the output directory.
+
+mod checks;
+mod figures;
+mod inject;
+mod load;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use clap::Args;
+
+use crate::experiment::{ServerVariant, parse_kv};
+use crate::fleet::{Fleet, FleetSpec};
+use crate::scenario::{Scenario, SeedSpec, seed};
+use crate::schedule::parse_duration;
+use checks::Watcher;
+use figures::CellFigures;
+pub use inject::Fault;
+use inject::{Broker, BrokerStorage, Database, Targets};
+use load::LoadSpec;
+
+/// `chatlab-load fault`.
+#[derive(Debug, Args)]
+pub struct FaultArgs {
+    /// Faults, each run in every variant: db-restart, db-terminate,
+    /// db-stop, broker-kill, broker-freeze, server-kill, server-term,
+    /// cancel, soak.
+    #[arg(long, value_delimiter = ',', required = true)]
+    faults: Vec<Fault>,
+    /// Server variants, `NAME:KEY=VALUE+KEY=VALUE`.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "async-pool:DB_DRIVER=async"
+    )]
+    variants: Vec<ServerVariant>,
+    /// The chatlab binary.
+    #[arg(long, default_value = "target/release/chatlab")]
+    binary: PathBuf,
+    /// The database, on a private cluster that `scripts/ensure-postgres.sh`
+    /// made (the database faults stop and restart it).
+    #[arg(long)]
+    database_url: String,
+    /// The script that stops and starts the private cluster.
+    #[arg(long, default_value = "scripts/pg-private.sh")]
+    pg_script: PathBuf,
+    /// A tansu binary: each cell then gets a broker of its own, on SQLite
+    /// storage (needed by the broker and server faults; without it the
+    /// servers use the embedded mock cluster).
+    #[arg(long)]
+    tansu_bin: Option<PathBuf>,
+    /// The storage engine of the run's broker.
+    #[arg(long, value_enum, default_value = "sqlite")]
+    tansu_storage: BrokerStorage,
+    /// Publish modes sent per request in `X-Chatlab-Publish-Mode`, in turn
+    /// (`-`: no header).
+    #[arg(long, value_delimiter = ',', default_value = "-")]
+    publish_modes: Vec<String>,
+    /// Requests per second.
+    #[arg(long, default_value_t = 100.0)]
+    rate: f64,
+    /// Length of the load.
+    #[arg(long, default_value = "20s", value_parser = parse_duration)]
+    duration: Duration,
+    /// When the fault begins.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    fault_at: Duration,
+    /// How long a stop, kill or freeze lasts.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    down: Duration,
+    /// Share of createChat (the rest are sendMessage).
+    #[arg(long, default_value_t = 0.5)]
+    create_share: f64,
+    /// Members per created chat.
+    #[arg(long, default_value_t = 10)]
+    members: usize,
+    /// The client's deadline per request: `30s`, or a range `5ms..80ms`
+    /// drawn uniformly (hang-ups at random points).
+    #[arg(long, default_value = "30s")]
+    deadline: String,
+    /// Env of the servers, `KEY=VALUE` (repeatable).
+    #[arg(long = "env", value_parser = parse_kv)]
+    env: Vec<(String, String)>,
+    /// No request may wait longer (the acquire timeout plus one statement
+    /// timeout, and a margin).
+    #[arg(long, default_value = "8s", value_parser = parse_duration)]
+    latency_bound: Duration,
+    /// How long the outbox may take to drain after the load.
+    #[arg(long, default_value = "120s", value_parser = parse_duration)]
+    drain_limit: Duration,
+    /// Sampling period of the outbox, the pool and memory.
+    #[arg(long, default_value = "500ms", value_parser = parse_duration)]
+    sample_every: Duration,
+    /// Where the table and the cells' files go.
+    #[arg(long)]
+    out: PathBuf,
+    /// Exit 1 when an invariant breaks (the QUICK form in CI).
+    #[arg(long)]
+    strict: bool,
+}
+
+/// Runs every cell; whether every invariant held.
+pub async fn run(args: FaultArgs) -> Result<bool, String> {
+    std::fs::create_dir_all(&args.out).map_err(|e| format!("{}: {e}", args.out.display()))?;
+    // A new connection per request: a refused connect then means the
+    // server was down, and a cut one that it dropped an answer.
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let port = args
+        .database_url
+        .rsplit_once("://")
+        .and_then(|(_, rest)| rest.split('/').next())
+        .and_then(|authority| authority.rsplit_once(':'))
+        .and_then(|(_, port)| port.parse().ok())
+        .unwrap_or(5432);
+    let db = Database {
+        url: args.database_url.clone(),
+        script: args.pg_script.clone(),
+        port,
+    };
+    let deadline = parse_deadline(&args.deadline)?;
+    let mut cells = Vec::new();
+    for fault in &args.faults {
+        for variant in &args.variants {
+            let cell = run_cell(&args, &client, &db, *fault, variant, deadline).await?;
+            let broken = figures::broken_invariants(&cell, *fault, args.latency_bound);
+            println!(
+                "{} / {}: {} requests, {} ok, failed {:?}, max wait {} ms: {}",
+                cell.fault,
+                cell.variant,
+                cell.requests,
+                cell.succeeded,
+                cell.failed,
+                cell.max_latency.as_millis(),
+                if broken.is_empty() {
+                    "invariants held".to_owned()
+                } else {
+                    format!("BROKEN: {}", broken.join("; "))
+                }
+            );
+            cells.push((cell, broken));
+            let table = figures::to_markdown(&cells);
+            std::fs::write(args.out.join("table.md"), &table)
+                .map_err(|e| format!("table.md: {e}"))?;
+        }
+    }
+    let table = figures::to_markdown(&cells);
+    let notes = notes(&args, &cells);
+    std::fs::write(args.out.join("table.md"), format!("{table}\n{notes}"))
+        .map_err(|e| format!("table.md: {e}"))?;
+    println!("\n{table}\n{notes}\nwritten to {}", args.out.display());
+    let held = cells.iter().all(|(_, broken)| broken.is_empty());
+    if !held {
+        println!("some invariants broke (see the table)");
+    }
+    Ok(held || !args.strict)
+}
+
+async fn run_cell(
+    args: &FaultArgs,
+    client: &reqwest::Client,
+    db: &Database,
+    fault: Fault,
+    variant: &ServerVariant,
+    deadline: (Duration, Duration),
+) -> Result<CellFigures, String> {
+    let dir = args.out.join(format!("{}-{}", fault.name(), variant.name));
+    let mut broker = match &args.tansu_bin {
+        Some(bin) => Some(Broker::start(bin, &dir.join("broker"), args.tansu_storage).await?),
+        None => None,
+    };
+    let mut env = args.env.clone();
+    env.extend(variant.env.iter().cloned());
+    env.push(("DATABASE_URL".into(), args.database_url.clone()));
+    env.push(("CHATLAB_ALLOW_OVERRIDES".into(), "true".into()));
+    if let Some(b) = &broker {
+        env.push(("KAFKA_BROKERS".into(), b.address.clone()));
+    }
+    let spec = FleetSpec {
+        binary: args.binary.clone(),
+        count: 1,
+        env,
+        log_dir: dir.clone(),
+    };
+    let mut fleet = Fleet::start(&spec, client).await?;
+    let url = fleet.urls()[0].clone();
+    let pid = fleet.servers[0].pid;
+    let seeded = seed(
+        client,
+        &url,
+        SeedSpec {
+            members: args.members,
+            users: (args.members * 4).max(200),
+            chats: 20,
+        },
+        &Scenario::SendMessage,
+    )
+    .await?;
+    let tag = format!(
+        "fault {} {} {}",
+        fault.name(),
+        variant.name,
+        &uuid::Uuid::now_v7().simple().to_string()[20..]
+    );
+    let load_spec = Arc::new(LoadSpec {
+        rate: args.rate,
+        duration: args.duration,
+        create_share: args.create_share,
+        members: args.members,
+        chat_name: tag.clone(),
+        modes: args
+            .publish_modes
+            .iter()
+            .map(|m| (m != "-").then(|| m.clone()))
+            .collect(),
+        deadline,
+        max_in_flight: 2_000,
+    });
+    let since = Utc::now() - chrono::Duration::seconds(1);
+    let started = Instant::now();
+    let watcher = Watcher::start(
+        client.clone(),
+        db.clone(),
+        url.clone(),
+        pid,
+        started,
+        args.sample_every,
+    );
+    let load = tokio::spawn(load::run(
+        client.clone(),
+        url.clone(),
+        Arc::new(seeded),
+        load_spec.clone(),
+        started,
+    ));
+    tokio::time::sleep_until((started + args.fault_at).into()).await;
+    let timeline = inject::inject(
+        fault,
+        args.down,
+        Targets {
+            database: db,
+            broker: broker.as_mut(),
+            fleet: &mut fleet,
+            client,
+        },
+        started,
+    )
+    .await?;
+    let result = load.await.map_err(|e| format!("the load failed: {e}"))?;
+    let load_end = Instant::now();
+    let drained = checks::wait_outbox_drained(db, args.drain_limit).await;
+    let samples = watcher.finish().await;
+
+    let mut cell = CellFigures {
+        variant: variant.name.clone(),
+        fault: fault.name().to_owned(),
+        ..CellFigures::default()
+    };
+    figures::from_requests(&mut cell, &result.requests, &load_spec.modes, &timeline);
+    figures::from_samples(&mut cell, &samples);
+    cell.outbox_drained_after = drained.map(|_| load_end.elapsed());
+    // A hung-up request's session ends within a moment: give it one.
+    let settle = Instant::now() + Duration::from_secs(10);
+    loop {
+        cell.idle_in_transaction = checks::idle_in_transaction(db)?;
+        cell.connections_in_use = checks::connections_in_use(client, &url).await?;
+        if (cell.idle_in_transaction == 0 && cell.connections_in_use == 0.0)
+            || Instant::now() > settle
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (db2, requests, tag2, members) = (db.clone(), result.requests, tag.clone(), args.members);
+    cell.rows =
+        tokio::task::spawn_blocking(move || checks::check_rows(&db2, &requests, &tag2, members))
+            .await
+            .map_err(|e| e.to_string())??;
+    match checks::audit(client, &url, since, Utc::now()).await {
+        Ok((events, table)) => {
+            cell.events = events;
+            std::fs::write(dir.join("audit.md"), table).map_err(|e| format!("audit.md: {e}"))?;
+        }
+        Err(e) => cell.audit_error = Some(e),
+    }
+    if result.not_sent > 0 {
+        cell.failed
+            .insert("not sent (client cap)".into(), result.not_sent);
+    }
+    drop(fleet);
+    drop(broker);
+    Ok(cell)
+}
+
+fn parse_deadline(s: &str) -> Result<(Duration, Duration), String> {
+    match s.split_once("..") {
+        Some((lo, hi)) => {
+            let (lo, hi) = (parse_duration(lo)?, parse_duration(hi)?);
+            if lo > hi || lo.is_zero() {
+                return Err(format!(
+                    "deadline range {s:?}: want LOW..HIGH with 0 < LOW <= HIGH"
+                ));
+            }
+            Ok((lo, hi))
+        }
+        None => {
+            let d = parse_duration(s)?;
+            Ok((d, d))
+        }
+    }
+}
+
+fn notes(args: &FaultArgs, cells: &[(CellFigures, Vec<String>)]) -> String {
+    let mut s = format!(
+        "Load: {} req/s for {} s ({}% createChat of {} members, the rest sendMessage), \
+         fault at {} s, down {} s, client deadline {}, publish modes {}.\n\
+         Bound on any wait: {} ms. Failures: `refused` = no server listening, \
+         `cut` = connection dropped after the request went out, `abandoned` = the \
+         client's own deadline.\n",
+        args.rate,
+        args.duration.as_secs(),
+        (args.create_share * 100.0).round(),
+        args.members,
+        args.fault_at.as_secs_f64(),
+        args.down.as_secs_f64(),
+        args.deadline,
+        args.publish_modes.join(","),
+        args.latency_bound.as_millis()
+    );
+    for (c, _) in cells {
+        if let Some((took, code)) = c.timeline.exit {
+            s.push_str(&format!(
+                "\n{} / {}: SIGTERM → exit {:?} after {} ms.",
+                c.fault,
+                c.variant,
+                code,
+                took.as_millis()
+            ));
+        }
+        if c.fault == "cancel" || c.fault == "soak" {
+            s.push_str(&format!(
+                "\n{} / {}: {} sessions idle in transaction and {} connections checked out \
+                 after the load; {} chats committed, {} in part.",
+                c.fault,
+                c.variant,
+                c.idle_in_transaction,
+                c.connections_in_use,
+                c.rows.chats_committed,
+                c.rows.chats_partial
+            ));
+        }
+        if c.fault == "soak" {
+            s.push_str(&format!(
+                "\nsoak / {}: RSS {:.1} → {:.1} MiB; slopes per minute: RSS {:+.2} MiB, \
+                 connections {:+.2}, waiters {:+.2}, outbox rows {:+.2}.",
+                c.variant,
+                c.rss.0,
+                c.rss.1,
+                c.slopes.rss_mib,
+                c.slopes.connections,
+                c.slopes.pending,
+                c.slopes.outbox
+            ));
+        }
+    }
+    s.push('\n');
+    s
+}
