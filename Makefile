@@ -67,12 +67,12 @@ FAULT_MODES := in_tx_await,in_tx_enqueue,after_commit,outbox
 ifeq ($(QUICK),1)
   FAULT_ARGS := --rate 40 --duration 10s --fault-at 3s --strict
   FAULT_DOWN := --down 3s
-  CANCEL_ARGS := --rate 100 --duration 10s --strict
+  CANCEL_ARGS := --rate 30 --duration 10s --strict
   SOAK_ARGS := --rate 40 --duration 30s --strict
 else
   FAULT_ARGS := --rate 150 --duration 40s --fault-at 10s
   FAULT_DOWN := --down 10s
-  CANCEL_ARGS := --rate 300 --duration 30s
+  CANCEL_ARGS := --rate 40 --duration 120s
   SOAK_ARGS := --rate 100 --duration 600s
 endif
 # Runs of the event tests for `make events-stress`.
