@@ -62,6 +62,9 @@ pub struct CellFigures {
     pub slopes: Slopes,
     /// RSS at the start and the end, MiB.
     pub rss: (f64, f64),
+    /// The servers' `HTTP_SHUTDOWN_TIMEOUT_SECS`: a SIGTERM must end the
+    /// process within it.
+    pub shutdown_timeout: Option<Duration>,
 }
 
 /// Least-squares slopes per minute of what the watcher sampled.
@@ -307,6 +310,18 @@ pub fn broken_invariants(cell: &CellFigures, fault: Fault, latency_bound: Durati
                 Some((_, Some(0))) => {}
                 Some((_, code)) => broken.push(format!("the server exited with {code:?}")),
                 None => broken.push("the server did not exit".into()),
+            }
+            if let (Some((took, _)), Some(limit)) = (cell.timeline.exit, cell.shutdown_timeout) {
+                // The in-flight requests get the timeout; the relay's batch
+                // and the producer's flush (5 s at most) come after it.
+                let limit = limit + Duration::from_secs(6);
+                if took > limit {
+                    broken.push(format!(
+                        "the server took {} ms to exit, past {} ms",
+                        took.as_millis(),
+                        limit.as_millis()
+                    ));
+                }
             }
             if let Some(n) = cell.failed.get("cut") {
                 broken.push(format!("{n} answers cut by the shutdown"));

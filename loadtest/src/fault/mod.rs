@@ -267,6 +267,13 @@ async fn run_cell(
     let mut cell = CellFigures {
         variant: variant.name.clone(),
         fault: fault.name().to_owned(),
+        shutdown_timeout: spec
+            .env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "HTTP_SHUTDOWN_TIMEOUT_SECS")
+            .and_then(|(_, v)| v.parse().ok())
+            .map(Duration::from_secs),
         ..CellFigures::default()
     };
     figures::from_requests(&mut cell, &result.requests, &load_spec.modes, &timeline);
