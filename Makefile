@@ -212,6 +212,7 @@ db-stop: ## Stop a private PostgreSQL cluster started by `make db` or `make test
 
 test: ## Run every test against real PostgreSQL and a real Kafka-protocol broker (both started if needed)
 	@DATABASE_URL=$(DATABASE_ADMIN_URL) scripts/ensure-postgres.sh
+	@DATABASE_URL=$(DATABASE_ADMIN_URL) scripts/ensure-german-messages.sh
 	@KAFKA_TEST_BROKERS=$(KAFKA_TEST_BROKERS) scripts/ensure-tansu.sh
 	DATABASE_URL=$(DATABASE_ADMIN_URL) KAFKA_TEST_BROKERS=$(KAFKA_TEST_BROKERS) \
 	    TANSU_BIN=$$(scripts/ensure-tansu.sh --print-bin) scripts/run-tests.sh

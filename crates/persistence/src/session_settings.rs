@@ -13,11 +13,21 @@ use crate::config::{Recycle, SessionSettings};
 use crate::pool_metrics::{PoolMetrics, secs};
 
 /// The `SET` statements for `settings`, as one batch.
+///
+/// It also pins the session's message language to English (`lc_messages`
+/// `C`) where the role may set it (a superuser, or a role granted `SET ON
+/// PARAMETER lc_messages`): diesel does not hand out an error's SQLSTATE,
+/// so timeouts, deadlocks and ended sessions are told apart by PostgreSQL's
+/// message text, and a server whose `lc_messages` is another language
+/// would turn a statement timeout into a 500. A role that may not set it
+/// keeps the server's language, and the session opens all the same.
 pub(crate) fn set_statements(settings: &SessionSettings) -> String {
     let quoted = settings.application_name.replace('\'', "''");
     format!(
         "SET application_name = '{quoted}'; SET statement_timeout = {}; \
-         SET lock_timeout = {}; SET idle_in_transaction_session_timeout = {};",
+         SET lock_timeout = {}; SET idle_in_transaction_session_timeout = {}; \
+         DO $$BEGIN PERFORM set_config('lc_messages', 'C', false); \
+         EXCEPTION WHEN insufficient_privilege THEN NULL; END$$;",
         millis(settings.statement_timeout),
         millis(settings.lock_timeout),
         millis(settings.idle_in_transaction_timeout),
@@ -84,5 +94,6 @@ mod tests {
         assert!(sql.contains("statement_timeout = 2000;"));
         assert!(sql.contains("lock_timeout = 250;"));
         assert!(sql.contains("idle_in_transaction_session_timeout = 0;"));
+        assert!(sql.contains("set_config('lc_messages', 'C', false)"));
     }
 }

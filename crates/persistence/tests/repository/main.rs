@@ -4,6 +4,7 @@
 
 mod cancellation;
 mod create_chat;
+mod error_language;
 mod imports;
 mod messages;
 mod outbox_relay;

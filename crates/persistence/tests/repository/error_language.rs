@@ -1,0 +1,106 @@
+//! A statement or lock timeout is a timeout (503, retry) whatever language
+//! the server speaks: diesel hands out no SQLSTATE, errors are told apart
+//! by their text, so chatlab pins its sessions' messages to English.
+
+use std::time::Duration;
+
+use diesel_async::{AsyncPgConnection, SimpleAsyncConnection};
+use prometheus_client::registry::Registry;
+
+use chatlab_domain::{
+    ChatRepository, InsertStrategy, PublishMode, RepositoryError, UnavailableReason,
+};
+use chatlab_persistence::PgStore;
+use chatlab_testdb::TestDb;
+
+use crate::support::{NoBroker, command, seed_users};
+
+/// Makes the test database speak German, and checks that the server does:
+/// a check of the fix means nothing on a server that answers in English
+/// anyway.
+async fn german_database(db: &TestDb) {
+    let mut conn = db.connect().await;
+    conn.batch_execute(&format!(
+        "ALTER DATABASE \"{}\" SET lc_messages = 'de_DE.UTF-8'",
+        db.name()
+    ))
+    .await
+    .unwrap();
+    let mut fresh = db.connect().await;
+    let err = fresh
+        .batch_execute("SET statement_timeout = 1; SELECT pg_sleep(0.2)")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        !err.starts_with("canceling statement"),
+        "the server answers in English ({err:?}) even with lc_messages = de_DE.UTF-8: it needs \
+         the de_DE.UTF-8 locale (localedef -i de_DE -f UTF-8 de_DE.UTF-8) from before it \
+         started; scripts/run-tests.sh makes it and restarts the machine's cluster once"
+    );
+}
+
+/// A connection that holds a row lock on `user` until it is dropped: a
+/// createChat naming that user waits for it (its foreign-key check).
+async fn lock_user(db: &TestDb, user: uuid::Uuid) -> AsyncPgConnection {
+    let mut conn = db.connect().await;
+    conn.batch_execute(&format!(
+        "BEGIN; SELECT 1 FROM users WHERE id = '{user}' FOR UPDATE"
+    ))
+    .await
+    .unwrap();
+    conn
+}
+
+async fn timed_out_create(statement: Duration, lock: Duration) -> RepositoryError {
+    let db = TestDb::new().await;
+    german_database(&db).await;
+    let mut config = db.config();
+    config.session.statement_timeout = statement;
+    config.session.lock_timeout = lock;
+    let store = PgStore::new(
+        &config,
+        &mut Registry::default(),
+        std::sync::Arc::new(NoBroker),
+    );
+    let users = seed_users(&store, 3).await;
+    let _lock = lock_user(&db, users[2].as_uuid()).await;
+    store
+        .create_chat(
+            command("locked out", users[0], &users[1..]),
+            InsertStrategy::Batch,
+            PublishMode::Off,
+        )
+        .await
+        .unwrap_err()
+}
+
+#[tokio::test]
+async fn a_statement_timeout_is_a_timeout_in_a_german_speaking_server() {
+    let err = timed_out_create(Duration::from_millis(300), Duration::ZERO).await;
+    assert!(
+        matches!(
+            err,
+            RepositoryError::Unavailable {
+                reason: UnavailableReason::Timeout,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_lock_timeout_is_a_timeout_in_a_german_speaking_server() {
+    let err = timed_out_create(Duration::ZERO, Duration::from_millis(300)).await;
+    assert!(
+        matches!(
+            err,
+            RepositoryError::Unavailable {
+                reason: UnavailableReason::Timeout,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+}
