@@ -90,7 +90,7 @@ demo: load-build load-db ## The main job: per_row vs batch vs unnest at 50 membe
 	    --strategies per_row,batch,unnest --members 50 $(DEMO_ARGS)
 
 help: ## List the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-20s %s\n", $$1, $$2}'
 
 run: release db ## Build (release) and run the server on embedded defaults, starting PostgreSQL if needed
 	DATABASE_URL=$(DATABASE_URL) HTTP_ADDR=$(HTTP_ADDR) ./target/release/chatlab serve
