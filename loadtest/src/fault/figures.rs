@@ -20,6 +20,8 @@ pub struct CellFigures {
     pub requests: u64,
     /// Requests answered 2xx.
     pub succeeded: u64,
+    /// Writes answered 201.
+    pub acknowledged: u64,
     /// The others, by how they ended (`503`, `refused`, `cut`, ...).
     pub failed: BTreeMap<String, u64>,
     /// Per publish mode sent: requests, and those that failed.
@@ -85,6 +87,7 @@ pub fn outcome_name(o: Outcome) -> String {
     match o {
         Outcome::Status(s) => s.to_string(),
         Outcome::Refused => "refused".into(),
+        Outcome::Unanswered => "unanswered".into(),
         Outcome::Cut => "cut".into(),
         Outcome::Abandoned => "abandoned".into(),
     }
@@ -116,6 +119,7 @@ pub fn from_requests(
     }
     cell.requests = requests.len() as u64;
     cell.succeeded = requests.iter().filter(|r| success(r.outcome)).count() as u64;
+    cell.acknowledged = requests.iter().filter(|r| r.acknowledged()).count() as u64;
     for r in requests.iter().filter(|r| !success(r.outcome)) {
         *cell.failed.entry(outcome_name(r.outcome)).or_default() += 1;
         if r.outcome == Outcome::Status(503) && !r.retry_after {
@@ -286,7 +290,7 @@ pub fn broken_invariants(cell: &CellFigures, fault: Fault, latency_bound: Durati
         // was away first: requests may still time out for a moment, so
         // failures after recovery are reported there, not held against it.
         Fault::BrokerKill | Fault::BrokerFreeze => {
-            for kind in ["refused", "cut"] {
+            for kind in ["refused", "unanswered", "cut"] {
                 if let Some(n) = cell.failed.get(kind) {
                     broken.push(format!("{n} requests {kind}"));
                 }
@@ -325,6 +329,16 @@ pub fn broken_invariants(cell: &CellFigures, fault: Fault, latency_bound: Durati
             }
             if let Some(n) = cell.failed.get("cut") {
                 broken.push(format!("{n} answers cut by the shutdown"));
+            }
+            // A request left in the accept queue when the listener closed
+            // goes unanswered, and wrote nothing; one that wrote and lost
+            // its answer would show as a write nobody was told about.
+            let unannounced = (cell.rows.chats_committed + cell.rows.messages_committed)
+                .saturating_sub(cell.acknowledged);
+            if unannounced > 0 {
+                broken.push(format!(
+                    "{unannounced} writes committed whose answer never arrived"
+                ));
             }
         }
         Fault::None => {

@@ -30,8 +30,13 @@ pub enum Outcome {
     Status(u16),
     /// The connection was refused: nothing listened (a server down).
     Refused,
-    /// The connection broke after the request went out: an answer cut
-    /// short, or a request dropped unanswered.
+    /// The connection was closed or reset after the request went out and
+    /// before any answer: a server that stopped (or died) with the
+    /// connection still in its accept queue, or a request in flight when
+    /// it was killed.
+    Unanswered,
+    /// The answer's head arrived, then the connection broke before its
+    /// body was complete: an answer cut mid-way.
     Cut,
     /// The client's own deadline passed (the cancellation experiment sets
     /// short ones on purpose).
@@ -215,7 +220,9 @@ async fn send(
     }
     let resp = match request.send().await {
         Ok(resp) => resp,
-        Err(e) => return (classify(&e), false, None),
+        Err(e) if e.is_timeout() => return (Outcome::Abandoned, false, None),
+        Err(e) if e.is_connect() => return (Outcome::Refused, false, None),
+        Err(_) => return (Outcome::Unanswered, false, None),
     };
     let status = resp.status().as_u16();
     let retry_after = resp.headers().contains_key("retry-after");
@@ -227,16 +234,7 @@ async fn send(
                 .and_then(|v| v["id"].as_str()?.parse().ok());
             (Outcome::Status(status), retry_after, id)
         }
-        Err(e) => (classify(&e), retry_after, None),
-    }
-}
-
-fn classify(e: &reqwest::Error) -> Outcome {
-    if e.is_timeout() {
-        Outcome::Abandoned
-    } else if e.is_connect() {
-        Outcome::Refused
-    } else {
-        Outcome::Cut
+        Err(e) if e.is_timeout() => (Outcome::Abandoned, retry_after, None),
+        Err(_) => (Outcome::Cut, retry_after, None),
     }
 }

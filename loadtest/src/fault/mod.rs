@@ -335,8 +335,8 @@ fn notes(args: &FaultArgs, cells: &[(CellFigures, Vec<String>)]) -> String {
         "Load: {} req/s for {} s ({}% createChat of {} members, the rest sendMessage), \
          fault at {} s, down {} s, client deadline {}, publish modes {}.\n\
          Bound on any wait: {} ms. Failures: `refused` = no server listening, \
-         `cut` = connection dropped after the request went out, `abandoned` = the \
-         client's own deadline.\n",
+         `unanswered` = connection closed or reset before any answer, `cut` = an \
+         answer broken off after its head, `abandoned` = the client's own deadline.\n",
         args.rate,
         args.duration.as_secs(),
         (args.create_share * 100.0).round(),
