@@ -154,7 +154,12 @@ async fn serve() -> ExitCode {
     let app = match Application::build(settings).await {
         Ok(app) => app,
         Err(e) => {
-            tracing::error!(error = %error_chain(&e), "startup failed");
+            // Always on stderr, whatever RUST_LOG lets through.
+            if tracing::enabled!(tracing::Level::ERROR) {
+                tracing::error!(error = %error_chain(&e), "startup failed");
+            } else {
+                eprintln!("chatlab: startup failed: {}", error_chain(&e));
+            }
             return ExitCode::FAILURE;
         }
     };

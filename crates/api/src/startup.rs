@@ -34,8 +34,14 @@ use crate::telemetry::RequestSpan;
 #[derive(Debug, thiserror::Error)]
 pub enum StartupError {
     /// Migrations failed (often: the database is unreachable).
-    #[error("could not migrate the database")]
-    Migrate(#[source] PersistenceError),
+    #[error("could not migrate the database at {target} (DATABASE_URL)")]
+    Migrate {
+        /// Where the URL points: host, port and database, no credentials.
+        target: String,
+        /// Why.
+        #[source]
+        source: PersistenceError,
+    },
     /// The broker could not be set up.
     #[error("could not set up Kafka")]
     Kafka(#[from] KafkaSetupError),
@@ -71,7 +77,10 @@ impl Application {
         if settings.run_migrations {
             let applied = migrations::run_pending(&settings.db.url)
                 .await
-                .map_err(StartupError::Migrate)?;
+                .map_err(|source| StartupError::Migrate {
+                    target: url_target(secrecy::ExposeSecret::expose_secret(&settings.db.url)),
+                    source,
+                })?;
             tracing::info!(applied, "database migrations are up to date");
         }
         let mut registry = Registry::default();
@@ -278,4 +287,33 @@ async fn no_route(req: HttpRequest) -> Result<actix_web::HttpResponse, ApiError>
         req.method(),
         req.path()
     )))
+}
+
+/// `host:port/database` of a `postgres://` URL, without user, password or
+/// query: what an error may show of it.
+fn url_target(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let rest = rest.split(['?', '#']).next().unwrap_or_default();
+    let (authority, database) = rest.split_once('/').unwrap_or((rest, ""));
+    let host = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    format!("{host}/{database}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::url_target;
+
+    #[test]
+    fn url_targets_leave_out_credentials_and_options() {
+        assert_eq!(
+            url_target("postgres://app:s3cret@db.example:6432/chat?sslmode=require"),
+            "db.example:6432/chat"
+        );
+        assert_eq!(
+            url_target("postgres://127.0.0.1/chatlab"),
+            "127.0.0.1/chatlab"
+        );
+    }
 }
