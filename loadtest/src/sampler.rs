@@ -170,7 +170,9 @@ fn summarise(stats: &mut ServerStats, watches: &[Watch], elapsed: f64) {
     stats.cpu_percent = 100.0 * cpu / elapsed;
 }
 
-async fn scrape(client: &reqwest::Client, url: &str) -> Option<Exposition> {
+/// One scrape of a server's `/metrics` (2 s at most); `None` when it does
+/// not answer.
+pub async fn scrape(client: &reqwest::Client, url: &str) -> Option<Exposition> {
     let resp = client
         .get(format!("{url}/metrics"))
         .timeout(Duration::from_secs(2))

@@ -15,7 +15,7 @@ use uuid::Uuid;
 use super::inject::Database;
 use super::load::{Op, Request};
 use crate::procstat;
-use crate::prom::Exposition;
+use crate::sampler::scrape;
 
 /// The database's side of the invariants.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -145,16 +145,10 @@ pub async fn wait_outbox_drained(db: &Database, limit: Duration) -> Option<Durat
 
 /// Connections the server's pool has checked out now (its `used` gauge).
 pub async fn connections_in_use(client: &reqwest::Client, url: &str) -> Result<f64, String> {
-    let text = client
-        .get(format!("{url}/metrics"))
-        .timeout(Duration::from_secs(5))
-        .send()
+    let metrics = scrape(client, url)
         .await
-        .map_err(|e| format!("/metrics: {e}"))?
-        .text()
-        .await
-        .map_err(|e| format!("/metrics: {e}"))?;
-    Ok(Exposition::parse(&text).sum("db_client_connection_count", &[("state", "used")]))
+        .ok_or_else(|| format!("{url}/metrics did not answer"))?;
+    Ok(metrics.sum("db_client_connection_count", &[("state", "used")]))
 }
 
 /// The audit's figures for one publish mode.
@@ -267,15 +261,7 @@ impl Watcher {
                     .await
                     .ok()
                     .flatten();
-                let metrics = match client
-                    .get(format!("{url}/metrics"))
-                    .timeout(Duration::from_secs(1))
-                    .send()
-                    .await
-                {
-                    Ok(r) => r.text().await.ok().map(|t| Exposition::parse(&t)),
-                    Err(_) => None,
-                };
+                let metrics = scrape(&client, &url).await;
                 samples.push(Sample {
                     at: started.elapsed(),
                     outbox_pending: outbox,
