@@ -321,11 +321,24 @@ pub async fn inject(
             database.wait_answers(Duration::from_secs(60)).await;
         }
         Fault::DbTerminate => {
-            database.psql(
-                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+            // pg_terminate_backend only signals: the fault is over when the
+            // sessions are gone, not when the signals are sent.
+            let pids = database.psql(
+                "WITH victims AS MATERIALIZED (SELECT pid FROM pg_stat_activity \
                  WHERE datname = current_database() AND pid <> pg_backend_pid() \
-                 AND backend_type = 'client backend'",
+                 AND backend_type = 'client backend') \
+                 SELECT string_agg(pid::text, ',') FROM victims WHERE pg_terminate_backend(pid)",
             )?;
+            let pids = pids.trim();
+            if !pids.is_empty() {
+                let gone = format!("SELECT count(*) FROM pg_stat_activity WHERE pid IN ({pids})");
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while Instant::now() < deadline
+                    && !database.psql(&gone).is_ok_and(|n| n.trim() == "0")
+                {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            }
         }
         Fault::BrokerKill => {
             broker
