@@ -82,7 +82,7 @@ RUNS ?= 50
         loadtest-crosscheck loadtest-pool loadtest-poolsize loadtest-driver loadtest-concurrency \
         loadtest-smoke load-build load-db broker-check events-stress \
         fault-db fault-broker fault-server fault-cancel soak faults
-.PHONY: help run build release test fmt fmt-check lint layering openapi openapi-check \
+.PHONY: help run build release test fmt fmt-check lint layering settings-docs openapi openapi-check \
         docker-check k6-check db db-stop broker broker-stop ci clean-testdbs
 
 demo: load-build load-db ## The main job: per_row vs batch vs unnest at 50 members on embedded defaults, as a table
@@ -232,11 +232,12 @@ fmt-check: ## Fail when the code is not formatted
 lint: layering ## Clippy on every target, warnings are errors
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-layering: ## Fail when the domain crate depends on an I/O crate
-	@bad=$$($(CARGO) tree -p chatlab-domain -e normal --prefix none 2>/dev/null \
-	    | grep -E '^(diesel|diesel-async|actix-web|actix-http|rdkafka|tokio-postgres|bb8|r2d2|pq-sys|reqwest|tokio) ' || true); \
-	if [ -n "$$bad" ]; then echo "chatlab-domain must not depend on: $$bad"; exit 1; fi; \
-	echo "layering ok: chatlab-domain has no I/O dependencies"
+layering: ## Fail when a crate depends on a layer above it (the domain on any I/O crate, persistence or Kafka on the web)
+	@scripts/layering.sh
+
+settings-docs: ## Regenerate .env.example and the README's settings table from the declared settings
+	$(CARGO) run -q --bin chatlab -- settings env > .env.example.tmp && mv .env.example.tmp .env.example
+	$(CARGO) run -q --bin chatlab -- settings readme < README.md > README.md.tmp && mv README.md.tmp README.md
 
 openapi: ## Regenerate openapi/openapi.json from the code
 	$(CARGO) run -q --bin chatlab -- openapi > openapi/openapi.json.tmp && mv openapi/openapi.json.tmp openapi/openapi.json
