@@ -1,12 +1,13 @@
 //! The `chatlab` binary: `chatlab` (or `chatlab serve`) runs the server from
-//! env vars; `chatlab openapi` prints the OpenAPI document; `chatlab audit`
-//! reconciles the event topic with the database.
+//! env vars and flags (`chatlab --help` lists every setting); `chatlab
+//! openapi` prints the OpenAPI document; `chatlab audit` reconciles the event
+//! topic with the database; `chatlab settings` prints the settings reference.
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 
-use chatlab_api::config::{LogFormat, Settings};
+use chatlab_api::config::{self, ConfigError, DeclaredSettings, LogFormat, Settings, reference};
 use chatlab_api::startup::Application;
 use chatlab_api::{openapi, telemetry};
 
@@ -19,11 +20,13 @@ use chatlab_api::{openapi, telemetry};
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    #[command(flatten)]
+    settings: DeclaredSettings,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run the HTTP server (the default). Configured by env vars; see the README.
+    /// Run the HTTP server (the default), configured by the settings below.
     Serve,
     /// Print the OpenAPI document as JSON.
     Openapi,
@@ -50,12 +53,60 @@ enum Command {
         #[arg(long)]
         events: bool,
     },
+    /// Print every setting with its default and doc: as `.env.example`
+    /// (`env`), as the README's table (`markdown`), or the README read from
+    /// stdin with its table replaced (`readme`).
+    Settings {
+        /// Output format.
+        #[arg(value_enum, default_value = "env")]
+        format: SettingsFormat,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum SettingsFormat {
+    /// `.env.example`.
+    Env,
+    /// The README's table.
+    Markdown,
+    /// The README from stdin, its table regenerated.
+    Readme,
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli: Cli = match config::parse(std::env::args_os(), &config::process_vars()) {
+        Ok(cli) => cli,
+        Err(ConfigError::Usage(e)) => e.exit(),
+        Err(e) => {
+            eprintln!("chatlab: invalid configuration: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let settings = || Settings::from_declared(cli.settings.clone());
     match cli.command.unwrap_or(Command::Serve) {
+        Command::Settings { format } => {
+            match format {
+                SettingsFormat::Env => print!("{}", reference::env_example()),
+                SettingsFormat::Markdown => print!("{}", reference::markdown_table()),
+                SettingsFormat::Readme => {
+                    let mut readme = String::new();
+                    let spliced = std::io::Read::read_to_string(&mut std::io::stdin(), &mut readme)
+                        .ok()
+                        .and_then(|_| reference::with_table(&readme));
+                    let Some(spliced) = spliced else {
+                        eprintln!(
+                            "chatlab settings readme: stdin has no {} ... {} markers",
+                            reference::README_BEGIN,
+                            reference::README_END
+                        );
+                        return ExitCode::FAILURE;
+                    };
+                    print!("{spliced}");
+                }
+            }
+            ExitCode::SUCCESS
+        }
         Command::Openapi => match openapi::document_json() {
             Ok(json) => {
                 print!("{json}");
@@ -66,24 +117,25 @@ async fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        Command::Serve => serve().await,
+        Command::Serve => serve(settings()).await,
         Command::Audit {
             since,
             until,
             settle_secs,
             events,
-        } => audit(since, until, settle_secs, events).await,
+        } => audit(settings(), since, until, settle_secs, events).await,
     }
 }
 
 async fn audit(
+    settings: Result<Settings, ConfigError>,
     since: Option<chrono::DateTime<chrono::Utc>>,
     until: Option<chrono::DateTime<chrono::Utc>>,
     settle_secs: u64,
     every_event: bool,
 ) -> ExitCode {
     telemetry::init(LogFormat::Pretty, "warn");
-    let settings = match Settings::from_env() {
+    let settings = match settings {
         Ok(s) => s,
         Err(e) => {
             eprintln!("chatlab audit: invalid configuration: {e}");
@@ -140,8 +192,8 @@ async fn audit(
     }
 }
 
-async fn serve() -> ExitCode {
-    let settings = match Settings::from_env() {
+async fn serve(settings: Result<Settings, ConfigError>) -> ExitCode {
+    let settings = match settings {
         Ok(settings) => settings,
         Err(e) => {
             telemetry::init(LogFormat::Pretty, "info");
@@ -150,7 +202,7 @@ async fn serve() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    telemetry::init(settings.log_format, "info");
+    telemetry::init(settings.log_format, &settings.log_filter);
     let app = match Application::build(settings).await {
         Ok(app) => app,
         Err(e) => {

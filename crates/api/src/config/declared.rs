@@ -1,0 +1,428 @@
+//! Every setting of the server, declared once: its env var, its flag, its
+//! default and its doc. `chatlab --help` prints them, `.env.example` and the
+//! README's table are rendered from them ([`super::reference`]), and the
+//! typo check knows them ([`super::typos`]).
+//!
+//! A field is named after its variable (`db_pool_max_size` is
+//! `DB_POOL_MAX_SIZE` and `--db-pool-max-size`), so clap's value name, which
+//! its errors print, is the variable's name. To add a setting, add a field
+//! here and read it in [`super::Settings`]'s conversion.
+
+use std::net::SocketAddr;
+
+use clap::builder::RangedU64ValueParser;
+use clap::{ArgAction, Args};
+
+use chatlab_domain::{InsertStrategy, PublishMode};
+use chatlab_persistence::{Driver, Pooling, Recycle};
+
+use super::LogFormat;
+
+/// The server's settings as flags and env vars (a flag wins over its
+/// variable). Global, so they may follow any subcommand.
+#[derive(Debug, Clone, Args)]
+pub struct DeclaredSettings {
+    /// PostgreSQL to use
+    #[arg(
+        long,
+        global = true,
+        env = "DATABASE_URL",
+        hide_env_values = true,
+        default_value = "postgres://postgres@127.0.0.1:5432/chatlab",
+        help_heading = "Database"
+    )]
+    pub database_url: String,
+
+    /// `async`: diesel-async (tokio-postgres, pure Rust) on bb8; `blocking`: diesel's
+    /// `PgConnection` (libpq) on r2d2, each unit of work on a thread of a bounded blocking
+    /// pool
+    #[arg(
+        long,
+        global = true,
+        env = "DB_DRIVER",
+        default_value = "async",
+        help_heading = "Database"
+    )]
+    pub db_driver: Driver,
+
+    /// `off`: every request opens its own connection (TCP, startup, auth, session `SET`s) and
+    /// closes it after; PostgreSQL's `max_connections` is then the only limit, and a refused
+    /// connection ("too many clients") answers 503
+    #[arg(
+        long,
+        global = true,
+        env = "DB_POOL",
+        default_value = "on",
+        help_heading = "Database"
+    )]
+    pub db_pool: Pooling,
+
+    /// Blocking driver: most units of work running at once, one thread each (Tomcat's default
+    /// `maxThreads`); pooled, the pool's queue admits at most `DB_POOL_MAX_SIZE` of them
+    /// anyway
+    #[arg(
+        long,
+        global = true,
+        env = "DB_BLOCKING_THREADS",
+        default_value = "200",
+        value_parser = RangedU64ValueParser::<usize>::new().range(1..),
+        help_heading = "Database"
+    )]
+    pub db_blocking_threads: usize,
+
+    /// Most pooled connections; the default is HikariCP's formula, logged at startup
+    /// [default: cores × 2 + 1]
+    #[arg(
+        long,
+        global = true,
+        env = "DB_POOL_MAX_SIZE",
+        value_parser = clap::value_parser!(u32).range(1..),
+        help_heading = "Database"
+    )]
+    pub db_pool_max_size: Option<u32>,
+
+    /// Idle connections kept open
+    #[arg(
+        long,
+        global = true,
+        env = "DB_POOL_MIN_IDLE",
+        default_value = "0",
+        help_heading = "Database"
+    )]
+    pub db_pool_min_idle: u32,
+
+    /// Wait for a connection before answering 503: one deadline for the queue and the pool
+    /// together, and the bound on opening a connection with `DB_POOL=off`
+    #[arg(
+        long,
+        global = true,
+        env = "DB_POOL_ACQUIRE_TIMEOUT_MS",
+        default_value = "5000",
+        help_heading = "Database"
+    )]
+    pub db_pool_acquire_timeout_ms: u64,
+
+    /// Close connections older than this (0: never)
+    #[arg(
+        long,
+        global = true,
+        env = "DB_POOL_MAX_LIFETIME_SECS",
+        default_value = "1800",
+        help_heading = "Database"
+    )]
+    pub db_pool_max_lifetime_secs: u64,
+
+    /// Close idle connections after this (0: never)
+    #[arg(
+        long,
+        global = true,
+        env = "DB_POOL_IDLE_TIMEOUT_SECS",
+        default_value = "600",
+        help_heading = "Database"
+    )]
+    pub db_pool_idle_timeout_secs: u64,
+
+    /// Checkout check: `fast` (no round trip) or `verified` (`SELECT 1` on every checkout)
+    #[arg(
+        long,
+        global = true,
+        env = "DB_POOL_RECYCLE",
+        default_value = "fast",
+        help_heading = "Database"
+    )]
+    pub db_pool_recycle: Recycle,
+
+    /// PostgreSQL `statement_timeout` of every connection (0: off)
+    #[arg(
+        long,
+        global = true,
+        env = "DB_STATEMENT_TIMEOUT_MS",
+        default_value = "30000",
+        help_heading = "Database"
+    )]
+    pub db_statement_timeout_ms: u64,
+
+    /// `lock_timeout` (0: off)
+    #[arg(
+        long,
+        global = true,
+        env = "DB_LOCK_TIMEOUT_MS",
+        default_value = "5000",
+        help_heading = "Database"
+    )]
+    pub db_lock_timeout_ms: u64,
+
+    /// `idle_in_transaction_session_timeout` (0: off)
+    #[arg(
+        long,
+        global = true,
+        env = "DB_IDLE_IN_TRANSACTION_TIMEOUT_MS",
+        default_value = "60000",
+        help_heading = "Database"
+    )]
+    pub db_idle_in_transaction_timeout_ms: u64,
+
+    /// `application_name`, as seen in `pg_stat_activity`
+    #[arg(
+        long,
+        global = true,
+        env = "DB_APPLICATION_NAME",
+        default_value = "chatlab",
+        help_heading = "Database"
+    )]
+    pub db_application_name: String,
+
+    /// Apply pending migrations at startup (under an advisory lock, so several instances can
+    /// start at once)
+    #[arg(
+        long,
+        global = true,
+        env = "DB_RUN_MIGRATIONS",
+        default_value = "true",
+        action = ArgAction::Set,
+        help_heading = "Database"
+    )]
+    pub db_run_migrations: bool,
+
+    /// Listen address (port 0 picks a free port)
+    #[arg(
+        long,
+        global = true,
+        env = "HTTP_ADDR",
+        default_value = "127.0.0.1:8080",
+        help_heading = "HTTP"
+    )]
+    pub http_addr: SocketAddr,
+
+    /// Actix worker threads [default: cores]
+    #[arg(
+        long,
+        global = true,
+        env = "HTTP_WORKERS",
+        value_parser = RangedU64ValueParser::<usize>::new().range(1..),
+        help_heading = "HTTP"
+    )]
+    pub http_workers: Option<usize>,
+
+    /// Largest JSON body (413 beyond)
+    #[arg(
+        long,
+        global = true,
+        env = "HTTP_JSON_LIMIT_BYTES",
+        default_value = "4194304",
+        help_heading = "HTTP"
+    )]
+    pub http_json_limit_bytes: usize,
+
+    /// Largest import job body (413 beyond)
+    #[arg(
+        long,
+        global = true,
+        env = "HTTP_IMPORT_LIMIT_BYTES",
+        default_value = "33554432",
+        help_heading = "HTTP"
+    )]
+    pub http_import_limit_bytes: usize,
+
+    /// On SIGTERM/SIGINT, in-flight requests get this long to finish
+    #[arg(
+        long,
+        global = true,
+        env = "HTTP_SHUTDOWN_TIMEOUT_SECS",
+        default_value = "30",
+        help_heading = "HTTP"
+    )]
+    pub http_shutdown_timeout_secs: u64,
+
+    /// `per_row`, `batch` or `unnest`
+    #[arg(
+        long,
+        global = true,
+        env = "CHAT_INSERT_STRATEGY",
+        default_value = "batch",
+        help_heading = "Writes"
+    )]
+    pub chat_insert_strategy: InsertStrategy,
+
+    /// Honour `X-Chatlab-Insert-Strategy` and `X-Chatlab-Publish-Mode` per request
+    #[arg(
+        long,
+        global = true,
+        env = "CHATLAB_ALLOW_OVERRIDES",
+        default_value = "false",
+        action = ArgAction::Set,
+        help_heading = "Writes"
+    )]
+    pub chatlab_allow_overrides: bool,
+
+    /// Most members of a new chat, creator included
+    #[arg(
+        long,
+        global = true,
+        env = "CHAT_MAX_MEMBERS",
+        default_value = "10000",
+        value_parser = RangedU64ValueParser::<usize>::new().range(1..),
+        help_heading = "Limits"
+    )]
+    pub chat_max_members: usize,
+
+    /// Most users one bulk request creates
+    #[arg(
+        long,
+        global = true,
+        env = "USERS_BULK_MAX",
+        default_value = "100000",
+        help_heading = "Limits"
+    )]
+    pub users_bulk_max: usize,
+
+    /// Most rows one import job writes
+    #[arg(
+        long,
+        global = true,
+        env = "CHAT_IMPORT_MAX_ROWS",
+        default_value = "100000",
+        help_heading = "Limits"
+    )]
+    pub chat_import_max_rows: usize,
+
+    /// Widest window one event audit reads (`GET /audit`, `chatlab audit`); one audit runs at
+    /// a time
+    #[arg(
+        long,
+        global = true,
+        env = "CHATLAB_AUDIT_MAX_WINDOW_SECS",
+        default_value = "86400",
+        help_heading = "Limits"
+    )]
+    pub chatlab_audit_max_window_secs: u64,
+
+    /// `host:port,...`; unset starts librdkafka's in-process mock cluster
+    #[arg(long, global = true, env = "KAFKA_BROKERS", help_heading = "Events")]
+    pub kafka_brokers: Option<String>,
+
+    /// Topic of chat events (created when missing)
+    #[arg(
+        long,
+        global = true,
+        env = "KAFKA_TOPIC",
+        default_value = "chatlab.chat-events",
+        help_heading = "Events"
+    )]
+    pub kafka_topic: String,
+
+    /// Partitions when chatlab creates the topic
+    #[arg(
+        long,
+        global = true,
+        env = "KAFKA_TOPIC_PARTITIONS",
+        default_value = "3",
+        value_parser = clap::value_parser!(i32).range(1..),
+        help_heading = "Events"
+    )]
+    pub kafka_topic_partitions: i32,
+
+    /// `off`, `in_tx_await`, `in_tx_enqueue`, `after_commit`, `outbox`
+    #[arg(
+        long,
+        global = true,
+        env = "KAFKA_PUBLISH_MODE",
+        default_value = "outbox",
+        help_heading = "Events"
+    )]
+    pub kafka_publish_mode: PublishMode,
+
+    /// Bound on one delivery, retries included; at least 1 s below
+    /// `DB_IDLE_IN_TRANSACTION_TIMEOUT_MS` (checked at startup)
+    #[arg(
+        long,
+        global = true,
+        env = "KAFKA_SEND_TIMEOUT_MS",
+        default_value = "5000",
+        help_heading = "Events"
+    )]
+    pub kafka_send_timeout_ms: u64,
+
+    /// Producer batching delay; every `in_tx_await` send waits it inside the transaction
+    #[arg(
+        long,
+        global = true,
+        env = "KAFKA_LINGER_MS",
+        default_value = "0",
+        help_heading = "Events"
+    )]
+    pub kafka_linger_ms: u64,
+
+    /// Broker round-trip time injected into the mock cluster
+    #[arg(
+        long,
+        global = true,
+        env = "KAFKA_MOCK_BROKER_RTT_MS",
+        default_value = "0",
+        help_heading = "Events"
+    )]
+    pub kafka_mock_broker_rtt_ms: u64,
+
+    /// Receipts (partition and offset) of acknowledged events are kept this long for the
+    /// audit
+    #[arg(
+        long,
+        global = true,
+        env = "KAFKA_RECEIPT_RETENTION_SECS",
+        default_value = "86400",
+        help_heading = "Events"
+    )]
+    pub kafka_receipt_retention_secs: u64,
+
+    /// Rows per relay batch
+    #[arg(
+        long,
+        global = true,
+        env = "OUTBOX_BATCH_SIZE",
+        default_value = "500",
+        value_parser = clap::value_parser!(i64).range(1..),
+        help_heading = "Events"
+    )]
+    pub outbox_batch_size: i64,
+
+    /// Relay poll period for other instances' rows
+    #[arg(
+        long,
+        global = true,
+        env = "OUTBOX_POLL_MS",
+        default_value = "100",
+        help_heading = "Events"
+    )]
+    pub outbox_poll_ms: u64,
+
+    /// Published outbox rows are deleted after this
+    #[arg(
+        long,
+        global = true,
+        env = "OUTBOX_RETENTION_SECS",
+        default_value = "3600",
+        help_heading = "Events"
+    )]
+    pub outbox_retention_secs: u64,
+
+    /// `pretty` or `json`
+    #[arg(
+        long,
+        global = true,
+        env = "LOG_FORMAT",
+        default_value = "pretty",
+        help_heading = "Logs"
+    )]
+    pub log_format: LogFormat,
+
+    /// Log filter; successful requests log at `debug`, 4xx at `warn`, 5xx at `error` with the
+    /// whole error chain
+    #[arg(
+        long,
+        global = true,
+        env = "RUST_LOG",
+        default_value = "info",
+        help_heading = "Logs"
+    )]
+    pub rust_log: String,
+}
