@@ -125,9 +125,10 @@ async fn write_chunk(
     chunk: ChunkRange,
     strategy: InsertStrategy,
 ) -> Result<WriteCount, RepositoryError> {
-    s.begin_transaction().await.map_err(query_err)?;
-    let outcome = rows.write(s, chunk, strategy).await;
-    match (s.end_transaction(outcome).await, rows) {
+    let outcome = s
+        .transaction(async |s| rows.write(s, chunk, strategy).await)
+        .await;
+    match (outcome, rows) {
         (Ok(count), _) => Ok(count),
         // The chunk rolled back; an unknown user is named, as createChat
         // names them.

@@ -174,32 +174,32 @@ impl DbSession {
             c => SyncTxManager::rollback_transaction(c))
     }
 
-    /// Opens a transaction. End it with [`DbSession::end_transaction`],
-    /// passing the outcome of the statements in between:
+    /// Runs `body` in a transaction on this session, whichever driver
+    /// opened it: BEGIN, the body, then COMMIT when it returns `Ok` and
+    /// ROLLBACK when it returns `Err`. The body's result is returned, or the
+    /// COMMIT's error. The only way to open a transaction, so no path can
+    /// forget to end one.
     ///
     /// ```ignore
-    /// s.begin_transaction().await?;
-    /// let outcome = async { /* statements on s */ }.await;
-    /// s.end_transaction(outcome).await
+    /// s.transaction(async |s| {
+    ///     s.execute(first).await?;
+    ///     s.execute(second).await
+    /// })
+    /// .await
     /// ```
     ///
-    /// A session dropped mid-transaction (a cancelled request) leaves its
-    /// transaction manager mid-transaction, which both pools treat as a
-    /// broken connection and discard, so no open transaction is reused.
-    pub async fn begin_transaction(&mut self) -> QueryResult<()> {
-        on_conn!(self,
-            c => AsyncTxManager::begin_transaction(c).await,
-            c => SyncTxManager::begin_transaction(c))
-    }
-
-    /// COMMITs when `outcome` is `Ok`, ROLLBACKs when it is `Err`, and
-    /// returns the outcome (or the COMMIT's error). A failed ROLLBACK is
-    /// logged, and the body's error returned: the connection is then marked
-    /// broken and its pool discards it.
-    pub async fn end_transaction<T, E>(&mut self, outcome: Result<T, E>) -> Result<T, E>
+    /// A failed ROLLBACK is logged and the body's error returned: the
+    /// connection is then marked broken and its pool discards it. So is a
+    /// session dropped mid-transaction (a cancelled request): its
+    /// transaction manager is left mid-transaction, which both pools treat
+    /// as broken, so no open transaction is reused.
+    pub async fn transaction<R, E, F>(&mut self, body: F) -> Result<R, E>
     where
+        F: AsyncFnOnce(&mut DbSession) -> Result<R, E>,
         E: From<diesel::result::Error>,
     {
+        self.begin().await?;
+        let outcome = body(self).await;
         match outcome {
             Ok(value) => {
                 self.commit().await?;
@@ -212,6 +212,12 @@ impl DbSession {
                 Err(e)
             }
         }
+    }
+
+    async fn begin(&mut self) -> QueryResult<()> {
+        on_conn!(self,
+            c => AsyncTxManager::begin_transaction(c).await,
+            c => SyncTxManager::begin_transaction(c))
     }
 }
 

@@ -151,16 +151,15 @@ impl UserRepository for PgStore {
         self.db
             .run(move |s| {
                 async move {
-                    s.begin_transaction().await.map_err(query_err)?;
-                    let outcome = async {
+                    s.transaction(async |s| {
                         for chunk in rows.chunks(USER_ROWS_PER_STATEMENT) {
                             s.execute(diesel::insert_into(users::table).values(chunk))
                                 .await?;
                         }
                         Ok::<_, diesel::result::Error>(())
-                    }
-                    .await;
-                    s.end_transaction(outcome).await.map_err(query_err)
+                    })
+                    .await
+                    .map_err(query_err)
                 }
                 .boxed()
             })
@@ -189,14 +188,13 @@ async fn create_chat_work(
     publisher: &dyn EventPublisher,
     event: Option<&Event>,
 ) -> Result<Written, RepositoryError> {
-    s.begin_transaction().await.map_err(query_err)?;
-    let outcome = async {
-        let written = create_chat_inner(s, command, strategy, mode).await?;
-        publish_in_tx(s, publisher, event, mode).await?;
-        Ok::<_, TxError>(written)
-    }
-    .await;
-    let outcome = s.end_transaction(outcome).await;
+    let outcome = s
+        .transaction(async |s| {
+            let written = create_chat_inner(s, command, strategy, mode).await?;
+            publish_in_tx(s, publisher, event, mode).await?;
+            Ok::<_, TxError>(written)
+        })
+        .await;
     match outcome {
         Ok(count) => Ok(Written {
             count,
@@ -350,16 +348,15 @@ async fn send_message_work(
         // One statement: no transaction needed.
         s.execute(insert).await.map_err(query_err)?
     } else {
-        s.begin_transaction().await.map_err(query_err)?;
-        let outcome = async {
+        s.transaction(async |s| {
             let inserted = s.execute(insert).await?;
             if inserted == 1 {
                 publish_in_tx(s, publisher, event, mode).await?;
             }
             Ok::<_, TxError>(inserted)
-        }
-        .await;
-        s.end_transaction(outcome).await.map_err(tx_err)?
+        })
+        .await
+        .map_err(tx_err)?
     };
     if inserted == 0 {
         let chat_exists = reads::chat_exists(s, chat_id.as_uuid())
