@@ -21,9 +21,9 @@ use crate::config::DbConfig;
 use crate::create_chat::{WriteCount, create_chat_inner, rows_per_statement};
 use crate::database::Database;
 use crate::error_mapping::{name_unknown_users, query_err};
-use crate::event_publishing::{TxError, publish_after_commit, publish_in_tx};
 use crate::models::UserRow;
 use crate::pool_metrics::PoolMetrics;
+use crate::publish_plan::{PublishPlan, TxError};
 use crate::queries::InsertTalkIfMember;
 use crate::reads;
 use crate::schema::users;
@@ -76,10 +76,14 @@ impl PgStore {
         self.outbox_wakeup.clone()
     }
 
-    fn after_commit(&self, mode: PublishMode) {
-        if mode == PublishMode::Outbox {
-            self.outbox_wakeup.notify_one();
-        }
+    /// The publish plan of one write in `mode`.
+    fn plan(&self, mode: PublishMode, event: impl FnOnce() -> Event) -> PublishPlan {
+        PublishPlan::new(
+            mode,
+            event,
+            self.publisher.clone(),
+            self.outbox_wakeup.clone(),
+        )
     }
 
     /// The connections.
@@ -185,13 +189,12 @@ async fn create_chat_work(
     command: &CreateChat,
     strategy: InsertStrategy,
     mode: PublishMode,
-    publisher: &dyn EventPublisher,
-    event: Option<&Event>,
+    plan: &PublishPlan,
 ) -> Result<Written, RepositoryError> {
     let outcome = s
         .transaction(async |s| {
             let written = create_chat_inner(s, command, strategy, mode).await?;
-            publish_in_tx(s, publisher, event, mode).await?;
+            plan.before_commit(s).await?;
             Ok::<_, TxError>(written)
         })
         .await;
@@ -221,28 +224,14 @@ impl ChatRepository for PgStore {
         strategy: InsertStrategy,
         mode: PublishMode,
     ) -> Result<ChatCreated, RepositoryError> {
-        // Off publishes nothing: build no event on that path.
-        let event = mode
-            .publishes()
-            .then(|| Arc::new(Event::chat_created(&command, mode)));
+        let plan = self.plan(mode, || Event::chat_created(&command, mode));
         let command = Arc::new(command);
         let written = {
-            let (command, event, publisher) =
-                (command.clone(), event.clone(), self.publisher.clone());
+            let (command, plan) = (command.clone(), plan.clone());
             self.db
                 .run(move |s| {
-                    async move {
-                        create_chat_work(
-                            s,
-                            &command,
-                            strategy,
-                            mode,
-                            publisher.as_ref(),
-                            event.as_deref(),
-                        )
-                        .await
-                    }
-                    .boxed()
+                    async move { create_chat_work(s, &command, strategy, mode, &plan).await }
+                        .boxed()
                 })
                 .await?
         };
@@ -253,8 +242,7 @@ impl ChatRepository for PgStore {
             written.count.rows,
             written.held,
         );
-        self.after_commit(mode);
-        publish_after_commit(self.publisher.as_ref(), event.as_deref(), mode).await;
+        plan.after_commit().await;
         Ok(ChatCreated {
             id: command.chat_id,
             name: command.name.clone(),
@@ -339,19 +327,17 @@ async fn ensure_chat_behind_empty_page(
 async fn send_message_work(
     s: &mut DbSession,
     insert: InsertTalkIfMember,
-    mode: PublishMode,
-    publisher: &dyn EventPublisher,
-    event: Option<&Event>,
+    plan: &PublishPlan,
 ) -> Result<(), RepositoryError> {
     let (chat_id, sender_id) = (ChatId::from_uuid(insert.chat_id), insert.sender_id);
-    let inserted = if mode == PublishMode::Off || mode == PublishMode::AfterCommit {
+    let inserted = if !plan.needs_transaction() {
         // One statement: no transaction needed.
         s.execute(insert).await.map_err(query_err)?
     } else {
         s.transaction(async |s| {
             let inserted = s.execute(insert).await?;
             if inserted == 1 {
-                publish_in_tx(s, publisher, event, mode).await?;
+                plan.before_commit(s).await?;
             }
             Ok::<_, TxError>(inserted)
         })
@@ -382,9 +368,7 @@ impl MessageRepository for PgStore {
         command: SendMessage,
         mode: PublishMode,
     ) -> Result<Message, RepositoryError> {
-        let event = mode
-            .publishes()
-            .then(|| Arc::new(Event::message_sent(&command, mode)));
+        let plan = self.plan(mode, || Event::message_sent(&command, mode));
         let insert = InsertTalkIfMember {
             id: command.id.as_uuid(),
             chat_id: command.chat_id.as_uuid(),
@@ -394,19 +378,12 @@ impl MessageRepository for PgStore {
             publish_mode: mode.as_str(),
         };
         {
-            let (event, publisher) = (event.clone(), self.publisher.clone());
+            let plan = plan.clone();
             self.db
-                .run(move |s| {
-                    async move {
-                        send_message_work(s, insert, mode, publisher.as_ref(), event.as_deref())
-                            .await
-                    }
-                    .boxed()
-                })
+                .run(move |s| async move { send_message_work(s, insert, &plan).await }.boxed())
                 .await?;
         }
-        self.after_commit(mode);
-        publish_after_commit(self.publisher.as_ref(), event.as_deref(), mode).await;
+        plan.after_commit().await;
         Ok(Message {
             id: command.id,
             chat_id: command.chat_id,

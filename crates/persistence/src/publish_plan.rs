@@ -1,0 +1,133 @@
+//! What a write does with its event, by publish mode, on either side of
+//! COMMIT: the one place that knows the modes' behaviour. A write builds a
+//! [`PublishPlan`], runs [`PublishPlan::before_commit`] as its
+//! transaction's last step, and [`PublishPlan::after_commit`] once its
+//! connection is back in the pool; [`PublishPlan::needs_transaction`] says
+//! whether a one-statement write may skip BEGIN/COMMIT. Adding a mode means
+//! a variant of [`PublishMode`] and an arm in each method here.
+
+use std::sync::Arc;
+
+use tokio::sync::Notify;
+use tracing::warn;
+
+use chatlab_domain::{Event, EventPublisher, PublishError, PublishMode};
+
+use crate::queries::{InsertOutboxRow, lock_key};
+use crate::session::DbSession;
+
+/// Why a transaction with an event rolled back.
+#[derive(Debug)]
+pub(crate) enum TxError {
+    /// A statement failed.
+    Db(diesel::result::Error),
+    /// `in_tx_await` / `in_tx_enqueue`: the broker did not take the event.
+    Publish(PublishError),
+}
+
+impl From<diesel::result::Error> for TxError {
+    fn from(e: diesel::result::Error) -> Self {
+        Self::Db(e)
+    }
+}
+
+/// One write's event and what its mode does with it. Cheap to clone: the
+/// unit of work takes one copy onto its task, the caller keeps the other
+/// for after COMMIT.
+#[derive(Clone)]
+pub(crate) struct PublishPlan {
+    mode: PublishMode,
+    /// `None` when the mode publishes nothing: no event is built.
+    event: Option<Arc<Event>>,
+    publisher: Arc<dyn EventPublisher>,
+    /// Wakes this process's outbox relay.
+    outbox_wakeup: Arc<Notify>,
+}
+
+impl PublishPlan {
+    /// The plan of a write in `mode`; `event` is called only when the mode
+    /// publishes.
+    pub(crate) fn new(
+        mode: PublishMode,
+        event: impl FnOnce() -> Event,
+        publisher: Arc<dyn EventPublisher>,
+        outbox_wakeup: Arc<Notify>,
+    ) -> Self {
+        Self {
+            mode,
+            event: mode.publishes().then(|| Arc::new(event())),
+            publisher,
+            outbox_wakeup,
+        }
+    }
+
+    /// Whether the mode has a step inside the transaction, so that even a
+    /// one-statement write must open one.
+    pub(crate) fn needs_transaction(&self) -> bool {
+        match self.mode {
+            PublishMode::Off | PublishMode::AfterCommit => false,
+            PublishMode::InTxAwait | PublishMode::InTxEnqueue | PublishMode::Outbox => true,
+        }
+    }
+
+    /// The in-transaction step, placed last, just before COMMIT:
+    /// `in_tx_await` then holds the connection for exactly one broker round
+    /// trip, `in_tx_enqueue` hands over a record whose transaction can still
+    /// fail at COMMIT (a phantom event, which the audit reports), and
+    /// `outbox` writes the event's row in the same transaction.
+    pub(crate) async fn before_commit(&self, s: &mut DbSession) -> Result<(), TxError> {
+        let Some(event) = self.event.as_deref() else {
+            return Ok(());
+        };
+        match self.mode {
+            PublishMode::Off | PublishMode::AfterCommit => Ok(()),
+            PublishMode::InTxAwait => self
+                .publisher
+                .publish(event, self.mode)
+                .await
+                .map(|_receipt| ())
+                .map_err(TxError::Publish),
+            PublishMode::InTxEnqueue => self
+                .publisher
+                .enqueue(event, self.mode)
+                .map_err(TxError::Publish),
+            PublishMode::Outbox => {
+                s.execute(InsertOutboxRow {
+                    event_id: event.event_id,
+                    chat_id: event.chat_id(),
+                    lock_key: lock_key(event.chat_id()),
+                    event_type: event.event_type(),
+                    payload: event.to_json(),
+                    created_at: event.occurred_at,
+                })
+                .await?;
+                Ok(())
+            }
+        }
+    }
+
+    /// The step after COMMIT, with the connection released. `outbox` wakes
+    /// this process's relay, so the row is published at once instead of at
+    /// the next poll. `after_commit` produces and awaits now: a failed send
+    /// loses the event, which the publisher counts and the log names.
+    pub(crate) async fn after_commit(&self) {
+        let Some(event) = self.event.as_deref() else {
+            return;
+        };
+        match self.mode {
+            PublishMode::Off | PublishMode::InTxAwait | PublishMode::InTxEnqueue => {}
+            PublishMode::Outbox => self.outbox_wakeup.notify_one(),
+            PublishMode::AfterCommit => {
+                if let Err(e) = self.publisher.publish(event, self.mode).await {
+                    warn!(
+                        event_id = %event.event_id,
+                        event_type = event.event_type(),
+                        chat_id = %event.chat_id(),
+                        error = %e,
+                        "event lost: the write is committed but its event was not published"
+                    );
+                }
+            }
+        }
+    }
+}
