@@ -2,7 +2,7 @@
 //! diesel's synchronous `PgConnection`, mirroring what
 //! [`crate::session_settings::manager_config`] does for the async driver.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use diesel::connection::{
@@ -23,12 +23,37 @@ pub(crate) fn connect_blocking(url: &str, set_sql: &str) -> ConnectionResult<PgC
     Ok(conn)
 }
 
+/// The blocking pool's latest failed connect, shared by its manager and
+/// the code that checks connections out. r2d2's own error is only text ("timed
+/// out waiting for connection", with the failure appended when a connect
+/// failed); this keeps the failure typed, so a checkout that timed out is
+/// told from one whose connects failed by what happened, not by the text.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ConnectFailures(Arc<Mutex<Option<(Instant, Arc<ConnectionError>)>>>);
+
+impl ConnectFailures {
+    fn record(&self, error: Arc<ConnectionError>) {
+        if let Ok(mut last) = self.0.lock() {
+            *last = Some((Instant::now(), error));
+        }
+    }
+
+    /// The latest connect failure at or after `since`.
+    pub(crate) fn since(&self, since: Instant) -> Option<Arc<ConnectionError>> {
+        let last = self.0.lock().ok()?;
+        last.as_ref()
+            .filter(|(at, _)| *at >= since)
+            .map(|(_, e)| e.clone())
+    }
+}
+
 /// r2d2's manager for blocking connections.
 pub struct BlockingManager {
     url: String,
     set_sql: String,
     recycle: Recycle,
     metrics: Arc<PoolMetrics>,
+    failures: ConnectFailures,
 }
 
 impl BlockingManager {
@@ -37,12 +62,14 @@ impl BlockingManager {
         set_sql: String,
         recycle: Recycle,
         metrics: Arc<PoolMetrics>,
+        failures: ConnectFailures,
     ) -> Self {
         Self {
             url,
             set_sql,
             recycle,
             metrics,
+            failures,
         }
     }
 }
@@ -55,10 +82,12 @@ impl r2d2::ManageConnection for BlockingManager {
         let started = Instant::now();
         let conn = connect_blocking(&self.url, &self.set_sql);
         self.metrics.create_time.observe(secs(started.elapsed()));
-        if conn.is_err() {
+        conn.map_err(|e| {
             self.metrics.open_failures.inc();
-        }
-        conn.map_err(BlockingConnectError::Connect)
+            let e = Arc::new(e);
+            self.failures.record(e.clone());
+            BlockingConnectError::Connect(e)
+        })
     }
 
     fn is_valid(&self, conn: &mut PgConnection) -> Result<(), BlockingConnectError> {
@@ -80,7 +109,7 @@ impl r2d2::ManageConnection for BlockingManager {
 pub enum BlockingConnectError {
     /// Opening the connection (or applying its settings) failed.
     #[error("could not open a database connection: {0}")]
-    Connect(#[source] ConnectionError),
+    Connect(#[source] Arc<ConnectionError>),
     /// The checkout check (`SELECT 1`) failed.
     #[error("connection check failed: {0}")]
     Check(#[source] diesel::result::Error),

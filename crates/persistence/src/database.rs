@@ -23,7 +23,9 @@ use secrecy::{ExposeSecret, SecretString};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::timeout_at;
 
-use crate::blocking_manager::{BlockingManager, connect_blocking};
+use crate::blocking_manager::{
+    BlockingConnectError, BlockingManager, ConnectFailures, connect_blocking,
+};
 use crate::config::{DbConfig, Driver, Pooling};
 use crate::errors::PersistenceError;
 use crate::pool_metrics::{PendingGuard, PoolMetrics, secs};
@@ -53,6 +55,8 @@ struct Inner {
     max_size: u32,
     /// Unpooled only: connections open right now.
     live: Arc<AtomicU32>,
+    /// Blocking pool only: its manager's latest failed connect.
+    connect_failures: ConnectFailures,
 }
 
 /// The database connections of one process, with metrics on every
@@ -84,6 +88,7 @@ impl Database {
     pub fn new(config: &DbConfig, metrics: Arc<PoolMetrics>) -> Self {
         let max_size = config.pool_max_size.max(1);
         let set_sql = set_statements(&config.session);
+        let connect_failures = ConnectFailures::default();
         let source = match (config.pooling, config.driver) {
             (Pooling::Off, Driver::Async) => Source::Async(None),
             (Pooling::Off, Driver::Blocking) => Source::Blocking(None),
@@ -109,6 +114,7 @@ impl Database {
                     set_sql.clone(),
                     config.recycle,
                     metrics.clone(),
+                    connect_failures.clone(),
                 );
                 Source::Blocking(Some(
                     r2d2::Pool::builder()
@@ -138,6 +144,7 @@ impl Database {
                 acquire_timeout: config.acquire_timeout,
                 max_size: if pooled { max_size } else { 0 },
                 live: Arc::new(AtomicU32::new(0)),
+                connect_failures,
             }),
         }
     }
@@ -264,7 +271,8 @@ impl Database {
         let inner = &self.inner;
         match pool {
             Some(pool) => {
-                let left = deadline.saturating_duration_since(Instant::now());
+                let asked = Instant::now();
+                let left = deadline.saturating_duration_since(asked);
                 match pool.get_timeout(left.max(Duration::from_millis(1))) {
                     Ok(conn) => Ok(DbSession::new(
                         Conn::BlockingPooled(conn),
@@ -272,12 +280,14 @@ impl Database {
                         inner.metrics.clone(),
                         None,
                     )),
-                    // r2d2 says why only when a connect failed; a plain
-                    // timeout carries no message.
-                    Err(e) if e.to_string().contains(':') => {
-                        Err(PersistenceError::Connect(Box::new(e)))
-                    }
-                    Err(_) => Err(PersistenceError::PoolTimeout),
+                    // A connect failed while this checkout waited: the
+                    // database is unreachable, not the pool busy.
+                    Err(_) => match inner.connect_failures.since(asked) {
+                        Some(e) => Err(PersistenceError::Connect(Box::new(
+                            BlockingConnectError::Connect(e),
+                        ))),
+                        None => Err(PersistenceError::PoolTimeout),
+                    },
                 }
             }
             None => {
