@@ -15,7 +15,7 @@ use chatlab_persistence::pool_metrics::PoolMetrics;
 use chatlab_persistence::{Database, DbConfig, Driver, Pooling};
 
 use crate::config::Settings;
-use chatlab_persistence::audit_rows::{committed_writes, receipts};
+use chatlab_persistence::audit::{committed_writes, receipts};
 
 /// How long reading the topic may take.
 const READ_TIMEOUT: Duration = Duration::from_secs(30);

@@ -8,7 +8,6 @@ pub mod audit;
 pub mod config;
 pub mod dto;
 pub mod http_metrics;
-pub mod import_body;
 pub mod openapi;
 pub mod overrides;
 pub mod problem;

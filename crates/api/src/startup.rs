@@ -5,12 +5,10 @@ use std::net::TcpListener;
 use std::sync::Arc;
 
 use actix_web::dev::Server;
-use actix_web::error::{JsonPayloadError, PathError, QueryPayloadError};
 use actix_web::middleware::from_fn;
-use actix_web::{App, HttpRequest, HttpServer, web};
+use actix_web::{App, HttpServer, web};
 use prometheus_client::registry::Registry;
 use tracing_actix_web::TracingLogger;
-use utoipa::OpenApi;
 use utoipa_actix_web::AppExt;
 use utoipa_swagger_ui::SwaggerUi;
 
@@ -24,8 +22,8 @@ use tokio::task::JoinHandle;
 use crate::audit::AuditSource;
 use crate::config::Settings;
 use crate::http_metrics::{self, HttpMetrics};
-use crate::openapi::ApiDoc;
-use crate::problem::ApiError;
+use crate::openapi;
+use crate::problem::rejections;
 use crate::routes;
 use crate::state::{AppState, MetricsEndpoint};
 use crate::telemetry::RequestSpan;
@@ -177,19 +175,21 @@ impl Application {
             .map_err(|source| StartupError::Bind { addr, source })?
             .port();
         let json_limit = settings.http.json_limit_bytes;
+        // Built once, here and for `chatlab openapi` alike; each worker
+        // serves a copy.
+        let doc = openapi::document();
         let server = HttpServer::new(move || {
-            let (app, doc) = App::new()
+            App::new()
                 .into_utoipa_app()
-                .openapi(ApiDoc::openapi())
                 .app_data(state.clone())
                 .app_data(http_metrics.clone())
-                .app_data(json_config(json_limit))
-                .app_data(web::PathConfig::default().error_handler(path_error))
-                .app_data(web::QueryConfig::default().error_handler(query_error))
+                .app_data(rejections::json_config(json_limit))
+                .app_data(rejections::path_config())
+                .app_data(rejections::query_config())
                 .configure(routes::configure)
-                .split_for_parts();
-            app.service(SwaggerUi::new("/docs/{_:.*}").url("/openapi.json", doc))
-                .default_service(web::to(no_route))
+                .into_app()
+                .service(SwaggerUi::new("/docs/{_:.*}").url("/openapi.json", doc.clone()))
+                .default_service(web::to(rejections::no_route))
                 .wrap(from_fn(http_metrics::record))
                 .wrap(TracingLogger::<RequestSpan>::new())
         })
@@ -248,45 +248,6 @@ impl Application {
         drop(self.embedded);
         served
     }
-}
-
-fn json_config(limit: usize) -> web::JsonConfig {
-    web::JsonConfig::default()
-        .limit(limit)
-        .error_handler(|err, _req| json_error(&err, "HTTP_JSON_LIMIT_BYTES").into())
-}
-
-/// A JSON body that could not be read, as a problem; `limit_var` names the
-/// setting that bounds its size.
-pub(crate) fn json_error(err: &JsonPayloadError, limit_var: &str) -> ApiError {
-    match err {
-        JsonPayloadError::ContentType => ApiError::UnsupportedMediaType(
-            "send the body as JSON with Content-Type: application/json".into(),
-        ),
-        JsonPayloadError::OverflowKnownLength { length, limit } => ApiError::PayloadTooLarge(
-            format!("the body has {length} bytes; the limit is {limit} ({limit_var})"),
-        ),
-        JsonPayloadError::Overflow { limit } => ApiError::PayloadTooLarge(format!(
-            "the body is larger than the limit of {limit} bytes ({limit_var})"
-        )),
-        other => ApiError::BadRequest(format!("malformed JSON body: {other}")),
-    }
-}
-
-fn path_error(err: PathError, _req: &HttpRequest) -> actix_web::Error {
-    ApiError::BadRequest(format!("malformed path parameter: {err}")).into()
-}
-
-fn query_error(err: QueryPayloadError, _req: &HttpRequest) -> actix_web::Error {
-    ApiError::BadRequest(format!("malformed query string: {err}")).into()
-}
-
-async fn no_route(req: HttpRequest) -> Result<actix_web::HttpResponse, ApiError> {
-    Err(ApiError::NoRoute(format!(
-        "no endpoint {} {}",
-        req.method(),
-        req.path()
-    )))
 }
 
 /// `host:port/database` of a `postgres://` URL, without user, password or

@@ -10,7 +10,7 @@ pub mod entities;
 pub mod errors;
 pub mod events;
 pub mod ids;
-pub mod imports;
+pub mod import_jobs;
 pub mod limits;
 pub mod paging;
 pub mod ports;
@@ -23,7 +23,7 @@ pub use entities::{Chat, ChatCreated, Member, Message, MessageKind, User};
 pub use errors::{Entity, RepositoryError, UnavailableReason};
 pub use events::{AckedEvent, Event, EventPayload, Receipt};
 pub use ids::{ChatId, MessageId, UserId};
-pub use imports::{
+pub use import_jobs::{
     ChunkFailure, ChunkRange, ImportMembers, ImportMessages, ImportPlan, ImportReport,
     ImportedMessage, NewImportedMessage,
 };

@@ -9,7 +9,7 @@ use crate::entities::{Chat, ChatCreated, Member, Message, User};
 use crate::errors::RepositoryError;
 use crate::events::{Event, Receipt};
 use crate::ids::{ChatId, MessageId, UserId};
-use crate::imports::{ImportMembers, ImportMessages, ImportReport};
+use crate::import_jobs::{ImportMembers, ImportMessages, ImportReport};
 use crate::paging::{Page, PageRequest};
 use crate::publish_mode::PublishMode;
 use crate::strategy::InsertStrategy;

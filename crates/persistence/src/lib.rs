@@ -10,14 +10,14 @@
 //! It knows nothing of HTTP; the `api` crate builds a [`DbConfig`] from env
 //! vars and hands in the Prometheus registry the metrics go to.
 
-pub mod audit_rows;
+pub mod audit;
 pub mod blocking_manager;
 pub mod config;
 mod create_chat;
 pub mod database;
 mod error_mapping;
 pub mod errors;
-pub mod imports;
+pub mod import_jobs;
 pub mod migrations;
 mod models;
 pub mod outbox_relay;

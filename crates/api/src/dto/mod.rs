@@ -3,14 +3,14 @@
 //! not a chat with no members.
 
 mod chats;
-mod imports;
+mod import_jobs;
 mod messages;
 mod users;
 
 pub use chats::{
     ChatCreatedResponse, ChatResponse, CreateChatRequest, MemberResponse, MembersPage, MembersQuery,
 };
-pub use imports::{
+pub use import_jobs::{
     ChunkResponse, ImportMembersRequest, ImportMessagesRequest, ImportResponse,
     ImportedMessageRequest,
 };

@@ -5,7 +5,7 @@
 mod audit;
 mod chats;
 mod health;
-mod imports;
+mod import_jobs;
 mod messages;
 mod metrics;
 mod users;
@@ -25,8 +25,8 @@ pub fn configure(cfg: &mut ServiceConfig) {
             .service(chats::list_members)
             .service(messages::send_message)
             .service(messages::list_messages)
-            .service(imports::import_members)
-            .service(imports::import_messages),
+            .service(import_jobs::import_members)
+            .service(import_jobs::import_messages),
     )
     .service(health::healthz)
     .service(health::readyz)

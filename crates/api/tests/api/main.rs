@@ -6,7 +6,7 @@ mod broker_faults;
 mod chats;
 mod errors;
 mod events;
-mod imports;
+mod import_jobs;
 mod messages;
 mod operations;
 mod pool;

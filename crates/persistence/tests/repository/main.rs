@@ -5,7 +5,7 @@
 mod cancellation;
 mod create_chat;
 mod error_language;
-mod imports;
+mod import_jobs;
 mod messages;
 mod outbox_relay;
 mod pool_metrics;

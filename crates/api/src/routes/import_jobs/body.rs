@@ -9,7 +9,7 @@ use futures_util::future::LocalBoxFuture;
 use serde::de::DeserializeOwned;
 
 use crate::problem::ApiError;
-use crate::startup::json_error;
+use crate::problem::rejections::json_error;
 use crate::state::AppState;
 
 /// An import job's body, parsed.

@@ -7,10 +7,12 @@ use chatlab_domain::{
 };
 
 use crate::dto::{ImportMembersRequest, ImportMessagesRequest, ImportResponse};
-use crate::import_body::ImportBody;
+mod body;
+
 use crate::overrides::ChosenStrategy;
 use crate::problem::{ApiError, Problem};
 use crate::state::AppState;
+use body::ImportBody;
 
 /// 201 when every chunk committed; otherwise the problem of the first
 /// failed chunk, with what was committed before it stopped.

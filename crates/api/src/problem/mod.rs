@@ -7,6 +7,8 @@
 //! field, every unknown user id). A 5xx never echoes internals: the full
 //! `source()` chain goes to the log, the client gets a generic detail.
 
+pub(crate) mod rejections;
+
 use std::error::Error as StdError;
 use std::fmt;
 

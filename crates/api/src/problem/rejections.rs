@@ -1,0 +1,56 @@
+//! What actix itself rejects before a handler runs (a JSON body, a path
+//! parameter or a query string that does not parse, a path with no
+//! endpoint), as problems like every other error.
+
+use actix_web::error::{JsonPayloadError, PathError, QueryPayloadError};
+use actix_web::{HttpRequest, HttpResponse, web};
+
+use super::ApiError;
+
+/// The JSON body reader of every endpoint but the import jobs, bounded by
+/// `HTTP_JSON_LIMIT_BYTES`.
+pub(crate) fn json_config(limit: usize) -> web::JsonConfig {
+    web::JsonConfig::default()
+        .limit(limit)
+        .error_handler(|err, _req| json_error(&err, "HTTP_JSON_LIMIT_BYTES").into())
+}
+
+/// A JSON body that could not be read, as a problem; `limit_var` names the
+/// setting that bounds its size.
+pub(crate) fn json_error(err: &JsonPayloadError, limit_var: &str) -> ApiError {
+    match err {
+        JsonPayloadError::ContentType => ApiError::UnsupportedMediaType(
+            "send the body as JSON with Content-Type: application/json".into(),
+        ),
+        JsonPayloadError::OverflowKnownLength { length, limit } => ApiError::PayloadTooLarge(
+            format!("the body has {length} bytes; the limit is {limit} ({limit_var})"),
+        ),
+        JsonPayloadError::Overflow { limit } => ApiError::PayloadTooLarge(format!(
+            "the body is larger than the limit of {limit} bytes ({limit_var})"
+        )),
+        other => ApiError::BadRequest(format!("malformed JSON body: {other}")),
+    }
+}
+
+/// Path parameters that do not parse (a malformed id) answer 400.
+pub(crate) fn path_config() -> web::PathConfig {
+    web::PathConfig::default().error_handler(|err: PathError, _req: &HttpRequest| {
+        ApiError::BadRequest(format!("malformed path parameter: {err}")).into()
+    })
+}
+
+/// A query string that does not parse answers 400.
+pub(crate) fn query_config() -> web::QueryConfig {
+    web::QueryConfig::default().error_handler(|err: QueryPayloadError, _req: &HttpRequest| {
+        ApiError::BadRequest(format!("malformed query string: {err}")).into()
+    })
+}
+
+/// A path with no endpoint answers 404 problem+json.
+pub(crate) async fn no_route(req: HttpRequest) -> Result<HttpResponse, ApiError> {
+    Err(ApiError::NoRoute(format!(
+        "no endpoint {} {}",
+        req.method(),
+        req.path()
+    )))
+}
