@@ -2,7 +2,7 @@
 //! diesel's synchronous `PgConnection`, mirroring what
 //! [`crate::session_settings::manager_config`] does for the async driver.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use diesel::connection::{
@@ -12,6 +12,7 @@ use diesel::pg::PgConnection;
 use diesel::{ConnectionError, ConnectionResult};
 
 use crate::config::Recycle;
+use crate::connect_failures::ConnectFailures;
 use crate::pool_metrics::{PoolMetrics, secs};
 
 /// Opens a blocking connection and applies the session settings, in one
@@ -21,30 +22,6 @@ pub(crate) fn connect_blocking(url: &str, set_sql: &str) -> ConnectionResult<PgC
     conn.batch_execute(set_sql)
         .map_err(|e| ConnectionError::BadConnection(format!("session settings: {e}")))?;
     Ok(conn)
-}
-
-/// The blocking pool's latest failed connect, shared by its manager and
-/// the code that checks connections out. r2d2's own error is only text ("timed
-/// out waiting for connection", with the failure appended when a connect
-/// failed); this keeps the failure typed, so a checkout that timed out is
-/// told from one whose connects failed by what happened, not by the text.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct ConnectFailures(Arc<Mutex<Option<(Instant, Arc<ConnectionError>)>>>);
-
-impl ConnectFailures {
-    fn record(&self, error: Arc<ConnectionError>) {
-        if let Ok(mut last) = self.0.lock() {
-            *last = Some((Instant::now(), error));
-        }
-    }
-
-    /// The latest connect failure at or after `since`.
-    pub(crate) fn since(&self, since: Instant) -> Option<Arc<ConnectionError>> {
-        let last = self.0.lock().ok()?;
-        last.as_ref()
-            .filter(|(at, _)| *at >= since)
-            .map(|(_, e)| e.clone())
-    }
 }
 
 /// r2d2's manager for blocking connections.

@@ -23,10 +23,9 @@ use secrecy::{ExposeSecret, SecretString};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::timeout_at;
 
-use crate::blocking_manager::{
-    BlockingConnectError, BlockingManager, ConnectFailures, connect_blocking,
-};
+use crate::blocking_manager::{BlockingConnectError, BlockingManager, connect_blocking};
 use crate::config::{DbConfig, Driver, Pooling};
+use crate::connect_failures::ConnectFailures;
 use crate::errors::PersistenceError;
 use crate::pool_metrics::{PendingGuard, PoolMetrics, secs};
 use crate::session::{Conn, DbSession};
@@ -95,7 +94,12 @@ impl Database {
             (Pooling::On, Driver::Async) => {
                 let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(
                     config.url.expose_secret(),
-                    manager_config(&config.session, config.recycle, metrics.clone()),
+                    manager_config(
+                        &config.session,
+                        config.recycle,
+                        metrics.clone(),
+                        connect_failures.clone(),
+                    ),
                 );
                 Source::Async(Some(
                     bb8::Pool::builder()
@@ -200,8 +204,14 @@ impl Database {
                     inner.metrics.clone(),
                     None,
                 )),
-                Ok(Err(RunError::TimedOut)) | Err(_) => Err(PersistenceError::PoolTimeout),
                 Ok(Err(RunError::User(e))) => Err(PersistenceError::Connect(Box::new(e))),
+                // bb8 reports a checkout whose connects all failed as a
+                // timeout: tell it from a busy pool by what happened.
+                Ok(Err(RunError::TimedOut)) | Err(_) => match inner.connect_failures.since(started)
+                {
+                    Some(e) => Err(PersistenceError::Connect(Box::new(e))),
+                    None => Err(PersistenceError::PoolTimeout),
+                },
             },
             (None, Ok(permit)) => {
                 let opened =
@@ -336,10 +346,16 @@ impl Database {
         let Some(queue) = &self.inner.queue else {
             return Ok(None);
         };
+        let asked = Instant::now();
         match timeout_at(deadline, queue.clone().acquire_owned()).await {
             Ok(Ok(permit)) => Ok(Some(permit)),
-            // Timed out in the queue (the semaphore is never closed).
-            Ok(Err(_)) | Err(_) => Err(PersistenceError::PoolTimeout),
+            // Timed out in the queue (the semaphore is never closed): the
+            // ones ahead held every turn, and if connects failed meanwhile,
+            // that is why.
+            Ok(Err(_)) | Err(_) => match self.inner.connect_failures.since(asked) {
+                Some(e) => Err(PersistenceError::Connect(Box::new(e))),
+                None => Err(PersistenceError::PoolTimeout),
+            },
         }
     }
 

@@ -12,6 +12,7 @@
 
 pub mod audit;
 pub mod blocking_manager;
+mod connect_failures;
 pub mod config;
 mod create_chat;
 pub mod database;

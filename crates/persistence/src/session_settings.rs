@@ -3,13 +3,14 @@
 
 use std::time::{Duration, Instant};
 
-use diesel::ConnectionResult;
+use diesel::{ConnectionError, ConnectionResult};
 use diesel_async::pooled_connection::{ManagerConfig, RecyclingMethod};
 use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 
 use crate::config::{Recycle, SessionSettings};
+use crate::connect_failures::ConnectFailures;
 use crate::pool_metrics::{PoolMetrics, secs};
 
 /// The `SET` statements for `settings`, as one batch.
@@ -52,6 +53,7 @@ pub(crate) fn manager_config(
     settings: &SessionSettings,
     recycle: Recycle,
     metrics: std::sync::Arc<PoolMetrics>,
+    failures: ConnectFailures,
 ) -> ManagerConfig<AsyncPgConnection> {
     let set_sql = set_statements(settings);
     let mut config = ManagerConfig::default();
@@ -63,12 +65,17 @@ pub(crate) fn manager_config(
         move |url: &str| -> BoxFuture<'_, ConnectionResult<AsyncPgConnection>> {
             let set_sql = set_sql.clone();
             let metrics = metrics.clone();
+            let failures = failures.clone();
             async move {
                 let started = Instant::now();
                 let conn = connect(url, &set_sql).await;
                 metrics.create_time.observe(secs(started.elapsed()));
-                if conn.is_err() {
+                if let Err(e) = &conn {
                     metrics.open_failures.inc();
+                    // bb8 keeps the error itself; the checkout gets a copy.
+                    failures.record(std::sync::Arc::new(ConnectionError::BadConnection(
+                        e.to_string(),
+                    )));
                 }
                 conn
             }
