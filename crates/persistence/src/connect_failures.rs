@@ -14,9 +14,12 @@ use std::time::Instant;
 
 use diesel::ConnectionError;
 
-/// The latest failed connect of one pool, with when it failed.
+/// A failed connect and when it failed.
+type Failure = (Instant, Arc<ConnectionError>);
+
+/// The latest failed connect of one pool.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct ConnectFailures(Arc<Mutex<Option<(Instant, Arc<ConnectionError>)>>>);
+pub(crate) struct ConnectFailures(Arc<Mutex<Option<Failure>>>);
 
 impl ConnectFailures {
     /// Records a failed connect, now.
