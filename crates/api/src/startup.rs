@@ -142,14 +142,9 @@ impl Application {
         );
 
         let db = store.db().clone();
-        let store = Arc::new(store);
         let state = web::Data::new(AppState {
-            users: store.clone(),
-            chats: store.clone(),
-            messages: store.clone(),
-            imports: store.clone(),
+            store,
             import_limit_bytes: settings.http.import_limit_bytes,
-            health: store.clone(),
             audit: AuditSource::new(
                 &settings,
                 bootstrap,

@@ -1,30 +1,20 @@
-//! What every handler shares: the ports, the write settings, the limits and
+//! What every handler shares: the store, the write settings, the limits and
 //! the metrics registry.
-
-use std::sync::Arc;
 
 use prometheus_client::registry::Registry;
 
-use chatlab_domain::{
-    ChatRepository, HealthCheck, ImportRepository, Limits, MessageRepository, UserRepository,
-};
+use chatlab_domain::Limits;
+use chatlab_persistence::PgStore;
 
 use crate::config::WriteSettings;
 
 /// Shared application state, behind `web::Data`.
 pub struct AppState {
-    /// Users port.
-    pub users: Arc<dyn UserRepository>,
-    /// Chats port.
-    pub chats: Arc<dyn ChatRepository>,
-    /// Messages port.
-    pub messages: Arc<dyn MessageRepository>,
-    /// Bulk import jobs.
-    pub imports: Arc<dyn ImportRepository>,
+    /// Storage: every read and write, each one unit of work on one
+    /// connection. Cheap to clone.
+    pub store: PgStore,
     /// Largest import job body, in bytes.
     pub import_limit_bytes: usize,
-    /// Readiness probe.
-    pub health: Arc<dyn HealthCheck>,
     /// Strategy default and whether requests may override it.
     pub writes: WriteSettings,
     /// Request limits.

@@ -1,5 +1,6 @@
 //! chatlab's domain: what a chat room is, what may be written, and the ports
-//! (traits) through which the write path reaches storage.
+//! (traits) where a layer takes more than one implementation (see
+//! [`ports`] for the rule).
 //!
 //! This crate does no I/O and depends on no database, HTTP or Kafka crate;
 //! `persistence` and `api` depend on it, never the other way round.
@@ -29,10 +30,7 @@ pub use import_jobs::{
 };
 pub use limits::Limits;
 pub use paging::{Page, PageRequest};
-pub use ports::{
-    ChatRepository, EventPublisher, HealthCheck, ImportRepository, MessageRepository, PublishError,
-    UserRepository,
-};
+pub use ports::{EventPublisher, PublishError};
 pub use publish_mode::{PublishMode, UnknownPublishMode};
 pub use strategy::{InsertStrategy, UnknownStrategy};
 pub use validation::{FieldError, ValidationErrors};

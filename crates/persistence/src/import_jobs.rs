@@ -6,7 +6,6 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use futures_util::{FutureExt, StreamExt};
@@ -15,7 +14,7 @@ use uuid::Uuid;
 
 use chatlab_domain::{
     ChunkFailure, ChunkRange, Entity, ImportMembers, ImportMessages, ImportPlan, ImportReport,
-    ImportRepository, InsertStrategy, MessageKind, PublishMode, RepositoryError, UserId,
+    InsertStrategy, MessageKind, PublishMode, RepositoryError, UserId,
 };
 
 use crate::create_chat::{WriteCount, insert_members, rows_per_statement};
@@ -208,11 +207,14 @@ impl PgStore {
     }
 }
 
-#[async_trait]
-impl ImportRepository for PgStore {
+impl PgStore {
+    /// Adds the users to the chat, chunk by chunk, with `strategy` inside
+    /// each chunk. `Err` means nothing was written (no such chat, or the
+    /// database could not be reached before the first chunk); a failure
+    /// after that is reported in the report, with the committed chunks.
     #[instrument(skip_all, fields(chat_id = %job.chat_id, rows = job.user_ids.len(),
         chunk_size = job.plan.chunk_size, parallelism = job.plan.parallelism))]
-    async fn import_members(
+    pub async fn import_members(
         &self,
         job: ImportMembers,
         strategy: InsertStrategy,
@@ -240,9 +242,13 @@ impl ImportRepository for PgStore {
         Ok(self.run_chunks(rows, job.plan, strategy).await)
     }
 
+    /// Imports the messages, chunk by chunk, with `strategy` inside each
+    /// chunk. Every sender must be a member (checked before the first
+    /// chunk, `NotAMember` naming one that is not). Imported messages
+    /// publish no events: an import is a data migration, not chat traffic.
     #[instrument(skip_all, fields(chat_id = %job.chat_id, rows = job.messages.len(),
         chunk_size = job.plan.chunk_size, parallelism = job.plan.parallelism))]
-    async fn import_messages(
+    pub async fn import_messages(
         &self,
         job: ImportMessages,
         strategy: InsertStrategy,

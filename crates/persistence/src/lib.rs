@@ -12,8 +12,8 @@
 
 pub mod audit;
 pub mod blocking_manager;
-mod connect_failures;
 pub mod config;
+mod connect_failures;
 mod create_chat;
 pub mod database;
 mod error_mapping;

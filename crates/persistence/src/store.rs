@@ -2,7 +2,6 @@
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use diesel::prelude::*;
 use diesel::sql_types::Integer;
 use futures_util::FutureExt;
@@ -10,10 +9,9 @@ use prometheus_client::registry::Registry;
 use tracing::instrument;
 
 use chatlab_domain::{
-    Chat, ChatCreated, ChatId, ChatRepository, CreateChat, Entity, Event, EventPublisher,
-    HealthCheck, InsertStrategy, Member, Message, MessageId, MessageKind, MessageRepository,
-    NewUser, Page, PageRequest, PublishMode, RepositoryError, SendMessage, UnavailableReason, User,
-    UserId, UserRepository,
+    Chat, ChatCreated, ChatId, CreateChat, Entity, Event, EventPublisher, InsertStrategy, Member,
+    Message, MessageId, MessageKind, NewUser, Page, PageRequest, PublishMode, RepositoryError,
+    SendMessage, UnavailableReason, User, UserId,
 };
 use tokio::sync::Notify;
 
@@ -120,9 +118,9 @@ struct Written {
     held: std::time::Duration,
 }
 
-#[async_trait]
-impl UserRepository for PgStore {
-    async fn create_user(&self, user: NewUser) -> Result<User, RepositoryError> {
+impl PgStore {
+    /// Writes one user.
+    pub async fn create_user(&self, user: NewUser) -> Result<User, RepositoryError> {
         let row = UserRow {
             id: user.id.as_uuid(),
             name: user.name,
@@ -141,8 +139,13 @@ impl UserRepository for PgStore {
             .await
     }
 
+    /// Writes many users in one transaction through multi-row INSERTs (the
+    /// batch path, for seeding load tests). All or none are written.
     #[instrument(skip_all, fields(count = new_users.len()))]
-    async fn create_users(&self, new_users: Vec<NewUser>) -> Result<Vec<UserId>, RepositoryError> {
+    pub async fn create_users(
+        &self,
+        new_users: Vec<NewUser>,
+    ) -> Result<Vec<UserId>, RepositoryError> {
         let rows: Vec<UserRow> = new_users
             .into_iter()
             .map(|u| UserRow {
@@ -171,7 +174,8 @@ impl UserRepository for PgStore {
         Ok(ids)
     }
 
-    async fn get_user(&self, id: UserId) -> Result<User, RepositoryError> {
+    /// Reads one user; `NotFound` if absent.
+    pub async fn get_user(&self, id: UserId) -> Result<User, RepositoryError> {
         self.db
             .run(move |s| {
                 async move { reads::user(s, id.as_uuid()).await.map_err(query_err) }.boxed()
@@ -210,15 +214,18 @@ async fn create_chat_work(
     }
 }
 
-#[async_trait]
-impl ChatRepository for PgStore {
+impl PgStore {
+    /// createChat: the chat row, its member rows (by `strategy`) and the
+    /// "room created" system message, in one transaction, with its
+    /// `chat.created` event published by `mode`. Unknown member ids answer
+    /// `UnknownUsers` listing every one of them, and nothing is written.
     #[instrument(skip_all, fields(
         chat_id = %command.chat_id,
         strategy = strategy.as_str(),
         publish_mode = mode.as_str(),
         members = command.member_ids.len(),
     ))]
-    async fn create_chat(
+    pub async fn create_chat(
         &self,
         command: CreateChat,
         strategy: InsertStrategy,
@@ -252,7 +259,8 @@ impl ChatRepository for PgStore {
         })
     }
 
-    async fn get_chat(&self, id: ChatId) -> Result<Chat, RepositoryError> {
+    /// Reads a chat with its member count; `NotFound` if absent.
+    pub async fn get_chat(&self, id: ChatId) -> Result<Chat, RepositoryError> {
         self.db
             .run(move |s| {
                 async move {
@@ -274,7 +282,9 @@ impl ChatRepository for PgStore {
             .await
     }
 
-    async fn list_members(
+    /// Members ordered by user id, after the cursor; `NotFound` if the chat
+    /// does not exist.
+    pub async fn list_members(
         &self,
         chat_id: ChatId,
         page: PageRequest<UserId>,
@@ -360,10 +370,12 @@ async fn send_message_work(
     Ok(())
 }
 
-#[async_trait]
-impl MessageRepository for PgStore {
+impl PgStore {
+    /// Writes a talk message with its `message.sent` event published by
+    /// `mode`. `NotFound` if the chat does not exist, `NotAMember` if the
+    /// sender is not one of its members.
     #[instrument(skip_all, fields(chat_id = %command.chat_id, publish_mode = mode.as_str()))]
-    async fn send_message(
+    pub async fn send_message(
         &self,
         command: SendMessage,
         mode: PublishMode,
@@ -394,7 +406,9 @@ impl MessageRepository for PgStore {
         })
     }
 
-    async fn list_messages(
+    /// Messages newest first, strictly older than the cursor; `NotFound` if
+    /// the chat does not exist.
+    pub async fn list_messages(
         &self,
         chat_id: ChatId,
         page: PageRequest<MessageId>,
@@ -423,9 +437,9 @@ impl MessageRepository for PgStore {
     }
 }
 
-#[async_trait]
-impl HealthCheck for PgStore {
-    async fn ping(&self) -> Result<(), RepositoryError> {
+impl PgStore {
+    /// Succeeds when a pooled connection answers a query.
+    pub async fn ping(&self) -> Result<(), RepositoryError> {
         self.db
             .run(|s| {
                 async move {

@@ -49,7 +49,7 @@ pub async fn create_chat(
         },
         &state.limits,
     )?;
-    let created = state.chats.create_chat(command, strategy.0, mode.0).await?;
+    let created = state.store.create_chat(command, strategy.0, mode.0).await?;
     Ok(HttpResponse::Created()
         .insert_header(strategy.header())
         .insert_header(mode.header())
@@ -71,7 +71,7 @@ pub async fn get_chat(
     state: web::Data<AppState>,
     id: web::Path<uuid::Uuid>,
 ) -> Result<HttpResponse, ApiError> {
-    let chat = state.chats.get_chat(ChatId::from_uuid(*id)).await?;
+    let chat = state.store.get_chat(ChatId::from_uuid(*id)).await?;
     Ok(HttpResponse::Ok().json(ChatResponse::from(chat)))
 }
 
@@ -94,7 +94,7 @@ pub async fn list_members(
 ) -> Result<HttpResponse, ApiError> {
     let page = PageRequest::new(query.after.map(UserId::from_uuid), query.limit)?;
     let members = state
-        .chats
+        .store
         .list_members(ChatId::from_uuid(*id), page)
         .await?;
     Ok(HttpResponse::Ok().json(MembersPage::from(members)))

@@ -30,7 +30,7 @@ pub async fn healthz() -> HttpResponse {
 )]
 #[get("/readyz")]
 pub async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    match tokio::time::timeout(READY_TIMEOUT, state.health.ping()).await {
+    match tokio::time::timeout(READY_TIMEOUT, state.store.ping()).await {
         Ok(result) => result?,
         Err(elapsed) => {
             return Err(ApiError::from(RepositoryError::Unavailable {

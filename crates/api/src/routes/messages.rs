@@ -44,7 +44,7 @@ pub async fn send_message(
         sender_id: UserId::from_uuid(body.sender_id),
         body: body.body,
     })?;
-    let message = state.messages.send_message(command, mode.0).await?;
+    let message = state.store.send_message(command, mode.0).await?;
     Ok(HttpResponse::Created()
         .insert_header(strategy.header())
         .insert_header(mode.header())
@@ -71,7 +71,7 @@ pub async fn list_messages(
 ) -> Result<HttpResponse, ApiError> {
     let page = PageRequest::new(query.before.map(MessageId::from_uuid), query.limit)?;
     let messages = state
-        .messages
+        .store
         .list_messages(ChatId::from_uuid(*id), page)
         .await?;
     Ok(HttpResponse::Ok().json(MessagesPage::from(messages)))

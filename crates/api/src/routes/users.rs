@@ -24,7 +24,7 @@ pub async fn create_user(
     body: web::Json<CreateUserRequest>,
 ) -> Result<HttpResponse, ApiError> {
     let user = NewUser::validate(&body.name)?;
-    let created = state.users.create_user(user).await?;
+    let created = state.store.create_user(user).await?;
     Ok(HttpResponse::Created().json(UserResponse::from(created)))
 }
 
@@ -53,7 +53,7 @@ pub async fn create_users_bulk(
         body.name_prefix.as_deref(),
         &state.limits,
     )?;
-    let ids = state.users.create_users(users).await?;
+    let ids = state.store.create_users(users).await?;
     Ok(HttpResponse::Created()
         .insert_header((INSERT_STRATEGY_HEADER, "batch"))
         .json(BulkUsersResponse {
@@ -77,6 +77,6 @@ pub async fn get_user(
     state: web::Data<AppState>,
     id: web::Path<uuid::Uuid>,
 ) -> Result<HttpResponse, ApiError> {
-    let user = state.users.get_user(UserId::from_uuid(*id)).await?;
+    let user = state.store.get_user(UserId::from_uuid(*id)).await?;
     Ok(HttpResponse::Ok().json(UserResponse::from(user)))
 }

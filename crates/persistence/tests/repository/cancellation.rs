@@ -13,9 +13,7 @@ use diesel_async::RunQueryDsl;
 use prometheus_client::registry::Registry;
 use uuid::Uuid;
 
-use chatlab_domain::{
-    ChatRepository, Event, EventPublisher, InsertStrategy, PublishError, PublishMode, Receipt,
-};
+use chatlab_domain::{Event, EventPublisher, InsertStrategy, PublishError, PublishMode, Receipt};
 use chatlab_persistence::PgStore;
 use chatlab_persistence::schema::{chat_members, chats, messages};
 use chatlab_testdb::TestDb;

@@ -2,7 +2,7 @@ use std::collections::HashSet;
 
 use proptest::prelude::*;
 
-use chatlab_domain::{ChatRepository, InsertStrategy, PublishMode, RepositoryError, UserId};
+use chatlab_domain::{InsertStrategy, PublishMode, RepositoryError, UserId};
 
 use crate::support::{command, fixture, read_chat, row_counts, seed_users};
 

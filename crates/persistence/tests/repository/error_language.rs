@@ -7,9 +7,7 @@ use std::time::Duration;
 use diesel_async::{AsyncPgConnection, SimpleAsyncConnection};
 use prometheus_client::registry::Registry;
 
-use chatlab_domain::{
-    ChatRepository, InsertStrategy, PublishMode, RepositoryError, UnavailableReason,
-};
+use chatlab_domain::{InsertStrategy, PublishMode, RepositoryError, UnavailableReason};
 use chatlab_persistence::PgStore;
 use chatlab_testdb::TestDb;
 

@@ -7,8 +7,8 @@ use diesel_async::RunQueryDsl;
 use uuid::Uuid;
 
 use chatlab_domain::{
-    ChatRepository, ImportMembers, ImportMessages, ImportRepository, InsertStrategy, Limits,
-    NewImportedMessage, PublishMode, RepositoryError, UserId,
+    ImportMembers, ImportMessages, InsertStrategy, Limits, NewImportedMessage, PublishMode,
+    RepositoryError, UserId,
 };
 use chatlab_persistence::schema::{chat_members, messages};
 

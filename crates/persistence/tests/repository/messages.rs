@@ -1,6 +1,6 @@
 use chatlab_domain::{
-    ChatId, ChatRepository, Entity, InsertStrategy, MessageKind, MessageRepository, NewMessage,
-    PageRequest, PublishMode, RepositoryError, SendMessage, UserId,
+    ChatId, Entity, InsertStrategy, MessageKind, NewMessage, PageRequest, PublishMode,
+    RepositoryError, SendMessage, UserId,
 };
 
 use crate::support::{command, fixture, seed_users};

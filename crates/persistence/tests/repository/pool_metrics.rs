@@ -1,4 +1,4 @@
-use chatlab_domain::{ChatRepository, InsertStrategy, PublishMode};
+use chatlab_domain::{InsertStrategy, PublishMode};
 use prometheus_client::encoding::text::encode;
 
 use crate::support::{command, fixture, seed_users};

@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use chatlab_domain::{
     CreateChat, Event, EventPublisher, Limits, NewChat, NewUser, PublishError, PublishMode,
-    Receipt, UserId, UserRepository,
+    Receipt, UserId,
 };
 use chatlab_persistence::PgStore;
 use chatlab_persistence::schema::{chat_members, chats, messages};

@@ -75,7 +75,7 @@ pub async fn import_members(
         body.parallelism,
         &state.limits,
     )?;
-    let report = state.imports.import_members(job, strategy.0).await?;
+    let report = state.store.import_members(job, strategy.0).await?;
     respond(report, started, strategy)
 }
 
@@ -123,6 +123,6 @@ pub async fn import_messages(
         body.parallelism,
         &state.limits,
     )?;
-    let report = state.imports.import_messages(job, strategy.0).await?;
+    let report = state.store.import_messages(job, strategy.0).await?;
     respond(report, started, strategy)
 }
