@@ -82,7 +82,7 @@ RUNS ?= 50
         loadtest-crosscheck loadtest-pool loadtest-poolsize loadtest-driver loadtest-concurrency \
         loadtest-smoke load-build load-db broker-check events-stress \
         fault-db fault-broker fault-server fault-cancel soak faults
-.PHONY: help run build release test fmt fmt-check lint layering settings-docs openapi openapi-check \
+.PHONY: help run build release test fmt fmt-check lint layering settings-docs schema-check deps-check openapi openapi-check \
         docker-check k6-check db db-stop broker broker-stop ci clean-testdbs
 
 demo: load-build load-db ## The main job: per_row vs batch vs unnest at 50 members on embedded defaults, as a table
@@ -235,6 +235,14 @@ lint: layering ## Clippy on every target, warnings are errors
 layering: ## Fail when a crate depends on a layer above it (the domain on any I/O crate, persistence or Kafka on the web)
 	@scripts/layering.sh
 
+schema-check: ## Fail when crates/persistence/src/schema.rs is not what diesel print-schema generates from migrations/
+	@DATABASE_URL=$(DATABASE_ADMIN_URL) scripts/ensure-postgres.sh
+	@DATABASE_URL=$(DATABASE_ADMIN_URL) scripts/schema-check.sh
+
+deps-check: ## Fail on an unused dependency (cargo machete) or a licence or ban deny.toml refuses (cargo deny, offline)
+	$$(scripts/ensure-tool.sh machete) --with-metadata
+	$$(scripts/ensure-tool.sh deny) --offline check licenses bans
+
 settings-docs: ## Regenerate .env.example and the README's settings table from the declared settings
 	$(CARGO) run -q --bin chatlab -- settings env > .env.example.tmp && mv .env.example.tmp .env.example
 	$(CARGO) run -q --bin chatlab -- settings readme < README.md > README.md.tmp && mv README.md.tmp README.md
@@ -254,4 +262,4 @@ clean-testdbs: ## Drop test databases (and the connection-limit roles of the unp
 	@psql "$(DATABASE_ADMIN_URL)" -XtAc "SELECT rolname FROM pg_roles WHERE rolname LIKE 'chatlab\_test\_%\_role'" \
 	    | while read -r r; do [ -n "$$r" ] && psql "$(DATABASE_ADMIN_URL)" -Xqc "DROP ROLE \"$$r\""; done; true
 
-ci: fmt-check lint docker-check k6-check test ## Everything CI runs
+ci: fmt-check lint docker-check k6-check test schema-check deps-check ## The checks CI runs (CI also runs the QUICK load and fault targets)
