@@ -18,6 +18,8 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
+use chatlab_domain::InsertStrategy;
+
 use crate::scenario::{Rng, pick_members};
 
 /// Member sets per baseline: enough that concurrent transactions rarely lock
@@ -29,8 +31,8 @@ const VARIANTS: usize = 16;
 pub struct BaselineSpec {
     /// PostgreSQL URL of chatlab's database.
     pub database_url: String,
-    /// `per_row`, `batch` or `unnest`.
-    pub strategy: String,
+    /// Whose SQL pgbench sends.
+    pub strategy: InsertStrategy,
     /// Members per chat, creator included.
     pub members: usize,
     /// pgbench clients (the VU count).
@@ -44,7 +46,7 @@ pub struct BaselineSpec {
 }
 
 /// The pgbench script of one createChat with `members` (creator first).
-pub fn script(strategy: &str, members: &[Uuid]) -> Result<String, String> {
+pub fn script(strategy: InsertStrategy, members: &[Uuid]) -> Result<String, String> {
     let creator = members.first().ok_or("a chat needs at least its creator")?;
     let mut s = String::from("BEGIN;\n");
     let _ = writeln!(
@@ -53,7 +55,7 @@ pub fn script(strategy: &str, members: &[Uuid]) -> Result<String, String> {
          VALUES (gen_random_uuid(), 'pgbench', '{creator}', now(), 'off') RETURNING id AS chat_id \\gset"
     );
     match strategy {
-        "per_row" => {
+        InsertStrategy::PerRow => {
             for m in members {
                 let _ = writeln!(
                     s,
@@ -61,7 +63,7 @@ pub fn script(strategy: &str, members: &[Uuid]) -> Result<String, String> {
                 );
             }
         }
-        "batch" => {
+        InsertStrategy::Batch => {
             let rows: Vec<String> = members
                 .iter()
                 .map(|m| format!("((:chat_id)::uuid, '{m}', now())"))
@@ -72,7 +74,7 @@ pub fn script(strategy: &str, members: &[Uuid]) -> Result<String, String> {
                 rows.join(", ")
             );
         }
-        "unnest" => {
+        InsertStrategy::Unnest => {
             let ids: Vec<String> = members.iter().map(Uuid::to_string).collect();
             let _ = writeln!(
                 s,
@@ -81,7 +83,6 @@ pub fn script(strategy: &str, members: &[Uuid]) -> Result<String, String> {
                 ids.join(",")
             );
         }
-        other => return Err(format!("no pgbench script for strategy {other:?}")),
     }
     s.push_str(
         "INSERT INTO messages (id, chat_id, sender_id, kind, body, created_at, publish_mode) \
@@ -92,11 +93,10 @@ pub fn script(strategy: &str, members: &[Uuid]) -> Result<String, String> {
 }
 
 /// pgbench's protocol mode matching what chatlab sends for `strategy`.
-pub fn protocol(strategy: &str) -> &'static str {
-    if strategy == "batch" {
-        "extended"
-    } else {
-        "prepared"
+pub fn protocol(strategy: InsertStrategy) -> &'static str {
+    match strategy {
+        InsertStrategy::Batch => "extended",
+        InsertStrategy::PerRow | InsertStrategy::Unnest => "prepared",
     }
 }
 
@@ -120,13 +120,13 @@ pub fn run(spec: &BaselineSpec) -> Result<f64, String> {
             "createchat-{}-{}-{i}.sql",
             spec.strategy, spec.members
         ));
-        std::fs::write(&path, script(&spec.strategy, &members)?).map_err(|e| e.to_string())?;
+        std::fs::write(&path, script(spec.strategy, &members)?).map_err(|e| e.to_string())?;
         files.push(path);
     }
     let mut cmd = Command::new("pgbench");
     cmd.arg("-n")
         .arg("-M")
-        .arg(protocol(&spec.strategy))
+        .arg(protocol(spec.strategy))
         .arg("-c")
         .arg(spec.clients.to_string())
         .arg("-j")
@@ -163,21 +163,20 @@ mod tests {
     #[test]
     fn scripts_send_the_strategy_s_statements() {
         let members: Vec<Uuid> = (0..3).map(|_| Uuid::now_v7()).collect();
-        let per_row = script("per_row", &members).unwrap();
+        let per_row = script(InsertStrategy::PerRow, &members).unwrap();
         assert_eq!(per_row.matches("INSERT INTO chat_members").count(), 3);
-        let batch = script("batch", &members).unwrap();
+        let batch = script(InsertStrategy::Batch, &members).unwrap();
         assert_eq!(batch.matches("INSERT INTO chat_members").count(), 1);
         assert_eq!(batch.matches("(:chat_id)::uuid").count(), 4);
-        let unnest = script("unnest", &members).unwrap();
+        let unnest = script(InsertStrategy::Unnest, &members).unwrap();
         assert!(unnest.contains("unnest('{"));
         for s in [&per_row, &batch, &unnest] {
             assert!(s.starts_with("BEGIN;") && s.ends_with("COMMIT;\n"));
             assert!(s.contains("\\gset") && s.contains("'room created'"));
         }
-        assert!(script("bulk", &members).is_err());
-        assert!(script("batch", &[]).is_err());
-        assert_eq!(protocol("batch"), "extended");
-        assert_eq!(protocol("per_row"), "prepared");
+        assert!(script(InsertStrategy::Batch, &[]).is_err());
+        assert_eq!(protocol(InsertStrategy::Batch), "extended");
+        assert_eq!(protocol(InsertStrategy::PerRow), "prepared");
     }
 
     #[test]

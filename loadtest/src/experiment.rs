@@ -7,7 +7,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use chatlab_domain::{InsertStrategy, PublishMode};
+
 use crate::baseline::{self, BaselineSpec};
+use crate::choice::Choice;
 use crate::fleet::{Fleet, FleetSpec};
 use crate::prom::HistogramSnapshot;
 use crate::report::CellResult;
@@ -74,14 +77,14 @@ pub struct MatrixSpec {
     pub variants: Vec<ServerVariant>,
     /// Scenarios; each is a dimension of the grid.
     pub scenarios: Vec<Scenario>,
-    /// Insert strategies (sent in the override header).
-    pub strategies: Vec<String>,
+    /// Insert strategies (sent in the override header; `-` sends none).
+    pub strategies: Vec<Choice<InsertStrategy>>,
     /// Members per chat.
     pub members: Vec<usize>,
     /// Virtual users.
     pub vus: Vec<usize>,
     /// Publish modes (sent in the override header; `-` sends none).
-    pub publish_modes: Vec<String>,
+    pub publish_modes: Vec<Choice<PublishMode>>,
     /// Pool sizes (restart spawned servers with each; `0` keeps theirs).
     pub pool_sizes: Vec<u32>,
     /// Length of each cell.
@@ -155,8 +158,8 @@ struct Key {
     vus: usize,
     mode_index: usize,
     strategy_index: usize,
-    mode: String,
-    strategy: String,
+    mode: Choice<PublishMode>,
+    strategy: Choice<InsertStrategy>,
 }
 
 #[derive(Default)]
@@ -176,7 +179,7 @@ pub async fn run_matrix(
 ) -> Result<Vec<CellResult>, String> {
     let mut acc: BTreeMap<Key, Accumulated> = BTreeMap::new();
     let mut server_count = 0;
-    let mut baseline_tps: BTreeMap<(usize, usize, String), f64> = BTreeMap::new();
+    let mut baseline_tps: BTreeMap<(usize, usize, InsertStrategy), f64> = BTreeMap::new();
     let fleets: Vec<(usize, u32)> = (0..spec.variants.len())
         .flat_map(|v| spec.pool_sizes.iter().map(move |&p| (v, p)))
         .collect();
@@ -235,29 +238,28 @@ pub async fn run_matrix(
             for &members in &spec.members {
                 let work = Arc::new(Workload::new(scenario.clone(), seeded.clone(), members));
                 for &vus in &spec.vus {
-                    for (mode_index, mode) in spec.publish_modes.iter().enumerate() {
-                        let mode_header = (mode != "-").then(|| mode.clone());
+                    for (mode_index, &mode) in spec.publish_modes.iter().enumerate() {
                         for round in 0..spec.rounds.max(1) {
-                            let runs: Vec<Vec<String>> = if spec.mix_strategies {
+                            let runs: Vec<Vec<Choice<InsertStrategy>>> = if spec.mix_strategies {
                                 vec![spec.strategies.clone()]
                             } else if round % 2 == 0 {
-                                spec.strategies.iter().map(|s| vec![s.clone()]).collect()
+                                spec.strategies.iter().map(|&s| vec![s]).collect()
                             } else {
-                                spec.strategies
-                                    .iter()
-                                    .rev()
-                                    .map(|s| vec![s.clone()])
-                                    .collect()
+                                spec.strategies.iter().rev().map(|&s| vec![s]).collect()
                             };
                             for strategies in runs {
                                 let label = format!(
                                     "{} pool={pool} {} m={members} vus={vus} {mode} {} r{}",
                                     spec.variants[variant].name,
                                     scenario_name(scenario),
-                                    strategies.join("+"),
+                                    strategies
+                                        .iter()
+                                        .map(Choice::to_string)
+                                        .collect::<Vec<_>>()
+                                        .join("+"),
                                     round + 1
                                 );
-                                let variants = variants_for(&strategies, mode_header.clone());
+                                let variants = variants_for(&strategies, mode.named());
                                 let watched = Watched {
                                     targets: targets.clone(),
                                     pids: pids.clone(),
@@ -279,11 +281,11 @@ pub async fn run_matrix(
                                     total.latencies.quantile_ms(0.95),
                                     total.error_count()
                                 );
-                                for (i, strategy) in strategies.iter().enumerate() {
+                                for (i, &strategy) in strategies.iter().enumerate() {
                                     let strategy_index = spec
                                         .strategies
                                         .iter()
-                                        .position(|s| s == strategy)
+                                        .position(|&s| s == strategy)
                                         .unwrap_or(0);
                                     let a = acc
                                         .entry(Key {
@@ -294,8 +296,8 @@ pub async fn run_matrix(
                                             vus,
                                             mode_index,
                                             strategy_index,
-                                            mode: mode.clone(),
-                                            strategy: strategy.clone(),
+                                            mode,
+                                            strategy,
                                         })
                                         .or_default();
                                     if let Some(v) = outcome.variants.get(i) {
@@ -303,7 +305,9 @@ pub async fn run_matrix(
                                     }
                                     a.elapsed += outcome.elapsed.as_secs_f64();
                                     a.dropped += outcome.dropped;
-                                    if let Some(h) = stats.hold_by_strategy.get(strategy) {
+                                    if let Some(h) =
+                                        stats.hold_by_strategy.get(&strategy.to_string())
+                                    {
                                         a.hold = a.hold.add(h);
                                     }
                                     a.stats.push(stats.clone());
@@ -326,16 +330,18 @@ pub async fn run_matrix(
                         vus
                     };
                     let clients = vus.min(cap).max(1);
-                    for strategy in &spec.strategies {
+                    // pgbench sends a strategy's SQL: a cell that left the
+                    // strategy to the server has none to compare with.
+                    for strategy in spec.strategies.iter().filter_map(|s| s.named()) {
                         // pgbench's figure depends on these three only: once
                         // the pools cap the clients, larger VU counts reuse it.
-                        let baseline_key = (members, clients, strategy.clone());
+                        let baseline_key = (members, clients, strategy);
                         let tps = match baseline_tps.get(&baseline_key) {
                             Some(&tps) => tps,
                             None => {
                                 let bspec = BaselineSpec {
                                     database_url: database_url.clone(),
-                                    strategy: strategy.clone(),
+                                    strategy,
                                     members,
                                     clients,
                                     duration: spec.duration,
@@ -358,7 +364,7 @@ pub async fn run_matrix(
                                 && key.variant == variant
                                 && key.members == members
                                 && key.vus == vus
-                                && &key.strategy == strategy
+                                && key.strategy == Choice(Some(strategy))
                             {
                                 a.baseline_tps = Some(tps);
                             }
@@ -373,8 +379,8 @@ pub async fn run_matrix(
         let scenario = &spec.scenarios[key.scenario];
         let mut cell = CellResult {
             server: spec.variants[key.variant].name.clone(),
-            strategy: key.strategy.clone(),
-            publish_mode: key.mode.clone(),
+            strategy: key.strategy.to_string(),
+            publish_mode: key.mode.to_string(),
             scenario: scenario_name(scenario),
             members: key.members,
             vus: key.vus,
@@ -436,7 +442,10 @@ pub fn closed(vus: usize, duration: Duration, think_time: Duration) -> Model {
 }
 
 /// Override headers for each strategy (or one empty set).
-pub fn variants_for(strategies: &[String], mode: Option<String>) -> Vec<Overrides> {
+pub fn variants_for(
+    strategies: &[Choice<InsertStrategy>],
+    mode: Option<PublishMode>,
+) -> Vec<Overrides> {
     if strategies.is_empty() {
         return vec![Overrides {
             strategy: None,
@@ -446,8 +455,8 @@ pub fn variants_for(strategies: &[String], mode: Option<String>) -> Vec<Override
     strategies
         .iter()
         .map(|s| Overrides {
-            strategy: (s != "-").then(|| s.clone()),
-            publish_mode: mode.clone(),
+            strategy: s.named(),
+            publish_mode: mode,
         })
         .collect()
 }

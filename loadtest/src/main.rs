@@ -16,6 +16,7 @@
 mod baseline;
 mod broker_check;
 mod charts;
+mod choice;
 mod experiment;
 mod fault;
 mod fleet;
@@ -35,6 +36,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+
+use chatlab_domain::{InsertStrategy, PublishMode};
+
+use crate::choice::Choice;
 
 use crate::experiment::{
     MatrixSpec, ServerVariant, Servers, Watched, closed, parse_kv, run_matrix, scenario_name,
@@ -85,7 +90,7 @@ struct BaselineArgs {
     servers: ServerArgs,
     /// Strategies.
     #[arg(long, value_delimiter = ',', default_value = "per_row,batch,unnest")]
-    strategies: Vec<String>,
+    strategies: Vec<InsertStrategy>,
     /// Members per chat.
     #[arg(long, value_delimiter = ',', default_value = "50")]
     members: Vec<usize>,
@@ -159,10 +164,10 @@ struct RunArgs {
     think_time: Duration,
     /// X-Chatlab-Insert-Strategy to send (the server must allow overrides).
     #[arg(long)]
-    strategy: Option<String>,
+    strategy: Option<InsertStrategy>,
     /// X-Chatlab-Publish-Mode to send (the server must allow overrides).
     #[arg(long)]
-    publish_mode: Option<String>,
+    publish_mode: Option<PublishMode>,
     /// Thresholds, e.g. p95<150, errors<0.01, rps>100 (repeatable).
     #[arg(long = "threshold")]
     thresholds: Vec<Threshold>,
@@ -187,9 +192,9 @@ struct MatrixArgs {
     /// async:DB_DRIVER=async --variant blocking:DB_DRIVER=blocking`.
     #[arg(long = "variant", value_parser = |s: &str| s.parse::<ServerVariant>())]
     variants: Vec<ServerVariant>,
-    /// Strategies.
+    /// Strategies (`-`: the server's own).
     #[arg(long, value_delimiter = ',', default_value = "per_row,batch")]
-    strategies: Vec<String>,
+    strategies: Vec<Choice<InsertStrategy>>,
     /// Members per chat.
     #[arg(long, value_delimiter = ',', default_value = "50")]
     members: Vec<usize>,
@@ -198,7 +203,7 @@ struct MatrixArgs {
     vus: Vec<usize>,
     /// Publish modes (`-`: the server's own).
     #[arg(long, value_delimiter = ',', default_value = "off")]
-    publish_modes: Vec<String>,
+    publish_modes: Vec<Choice<PublishMode>>,
     /// Pool sizes (spawned servers restart with each; 0: the server default).
     #[arg(long, value_delimiter = ',', default_value = "0")]
     pool_sizes: Vec<u32>,
@@ -385,7 +390,8 @@ async fn run(args: RunArgs) -> Result<bool, String> {
     )
     .await?;
     let work = Arc::new(Workload::new(args.scenario.clone(), seeded, args.members));
-    let strategies: Vec<String> = args.strategy.iter().cloned().collect();
+    let strategies: Vec<Choice<InsertStrategy>> =
+        args.strategy.map(|s| Choice(Some(s))).into_iter().collect();
     let watched = Watched {
         targets: targets.clone(),
         pids,
@@ -396,15 +402,15 @@ async fn run(args: RunArgs) -> Result<bool, String> {
         &client,
         &watched,
         work,
-        variants_for(&strategies, args.publish_mode.clone()),
+        variants_for(&strategies, args.publish_mode),
         model,
         &args.name,
     )
     .await;
     drop(fleet);
     let mut cell = CellResult {
-        strategy: args.strategy.clone().unwrap_or_else(|| "-".into()),
-        publish_mode: args.publish_mode.clone().unwrap_or_else(|| "-".into()),
+        strategy: Choice(args.strategy).to_string(),
+        publish_mode: Choice(args.publish_mode).to_string(),
         scenario: scenario_name(&args.scenario),
         members: args.members,
         vus: peak,
@@ -497,8 +503,12 @@ async fn matrix(args: MatrixArgs) -> Result<bool, String> {
             })
             .collect::<Vec<_>>()
             .join(", "),
-        args.strategies.join(", "),
-        humantime(args.duration),
+        args.strategies
+            .iter()
+            .map(Choice::to_string)
+            .collect::<Vec<_>>()
+            .join(", "),
+        humantime::format_duration(args.duration),
         args.rounds,
         if args.mix_strategies {
             ", strategies mixed per request"
@@ -514,14 +524,6 @@ async fn matrix(args: MatrixArgs) -> Result<bool, String> {
     println!("{}", report::to_markdown(&cells));
     println!("results: {} ({})", out.display(), charts.join(", "));
     Ok(check(&cells, &args.thresholds))
-}
-
-fn humantime(d: Duration) -> String {
-    if d.as_millis().is_multiple_of(1000) {
-        format!("{} s", d.as_secs())
-    } else {
-        format!("{} ms", d.as_millis())
-    }
 }
 
 async fn crosscheck(args: CrosscheckArgs) -> Result<bool, String> {
@@ -617,10 +619,10 @@ async fn pgbench_baseline(args: BaselineArgs) -> Result<bool, String> {
     );
     for &members in &args.members {
         for &clients in &args.clients {
-            for strategy in &args.strategies {
+            for &strategy in &args.strategies {
                 let spec = baseline::BaselineSpec {
                     database_url: args.servers.database_url.clone(),
-                    strategy: strategy.clone(),
+                    strategy,
                     members,
                     clients,
                     duration: args.duration,

@@ -7,6 +7,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
+use chatlab_domain::{InsertStrategy, PublishMode};
+
 /// A scenario.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Scenario {
@@ -156,35 +158,22 @@ impl Scenario {
 /// A small fast PRNG (xorshift64*), one per virtual user: request choice
 /// needs no cryptographic quality, only speed and independence.
 #[derive(Debug, Clone)]
-pub struct Rng(u64);
+pub struct Rng(fastrand::Rng);
 
 impl Rng {
-    /// Seeded; a zero seed is replaced.
+    /// Seeded, so a run's choices can be replayed.
     pub fn new(seed: u64) -> Self {
-        Self(if seed == 0 {
-            0x9E37_79B9_7F4A_7C15
-        } else {
-            seed
-        })
+        Self(fastrand::Rng::with_seed(seed))
     }
 
     /// The next number.
     pub fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        self.0.u64(..)
     }
 
     /// Uniform in `0..n` (0 when `n` is 0).
     pub fn below(&mut self, n: usize) -> usize {
-        if n == 0 {
-            0
-        } else {
-            (self.next_u64() % n as u64) as usize
-        }
+        if n == 0 { 0 } else { self.0.usize(..n) }
     }
 }
 
@@ -281,9 +270,9 @@ pub fn pick_members(users: &[Uuid], n: usize, rng: &mut Rng) -> Vec<Uuid> {
 #[derive(Debug, Clone, Default)]
 pub struct Overrides {
     /// `X-Chatlab-Insert-Strategy`.
-    pub strategy: Option<String>,
+    pub strategy: Option<InsertStrategy>,
     /// `X-Chatlab-Publish-Mode`.
-    pub publish_mode: Option<String>,
+    pub publish_mode: Option<PublishMode>,
 }
 
 /// Everything a virtual user needs to build requests.
@@ -389,11 +378,11 @@ pub async fn send(
     };
     let mut request = request;
     if matches!(op, Op::Create | Op::Send | Op::Import) {
-        if let Some(s) = &overrides.strategy {
-            request = request.header("x-chatlab-insert-strategy", s);
+        if let Some(s) = overrides.strategy {
+            request = request.header("x-chatlab-insert-strategy", s.as_str());
         }
-        if let Some(m) = &overrides.publish_mode {
-            request = request.header("x-chatlab-publish-mode", m);
+        if let Some(m) = overrides.publish_mode {
+            request = request.header("x-chatlab-publish-mode", m.as_str());
         }
     }
     match request.send().await {

@@ -5,24 +5,12 @@ use std::time::Duration;
 /// Parses `500ms`, `30s`, `2m`, `1h` or a bare number of seconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    let (number, unit) = match s.find(|c: char| !c.is_ascii_digit() && c != '.') {
-        Some(i) => (&s[..i], &s[i..]),
-        None => (s, "s"),
-    };
-    let n: f64 = number
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration (e.g. 500ms, 30s, 2m)"))?;
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "s" => n,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        other => return Err(format!("unknown duration unit {other:?} in {s:?}")),
-    };
-    if !secs.is_finite() || secs < 0.0 {
-        return Err(format!("{s:?} is not a duration"));
+    // A bare number is seconds, as the Makefile's DURATION=30 has it.
+    if let Ok(secs) = s.parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
     }
-    Ok(Duration::from_secs_f64(secs))
+    humantime::parse_duration(s)
+        .map_err(|e| format!("{s:?} is not a duration (e.g. 500ms, 30s, 2m, 1m30s): {e}"))
 }
 
 /// One stage of a closed-model ramp: this many VUs for this long.
@@ -116,7 +104,8 @@ mod tests {
         assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
         assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
         assert!(parse_duration("soon").is_err());
-        assert!(parse_duration("3d").is_err());
+        assert!(parse_duration("3x").is_err());
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
     }
 
     #[test]

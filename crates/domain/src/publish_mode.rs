@@ -12,7 +12,7 @@ use std::str::FromStr;
 /// | `in_tx_enqueue` | no | yes: a crash before delivery, a delivery failure | yes: a rollback after the enqueue |
 /// | `after_commit` | no (released before the send) | yes: a failed send after COMMIT | no |
 /// | `outbox` | no (one more INSERT) | no: the relay retries until acknowledged | no (duplicates possible: at least once) |
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub enum PublishMode {
     /// No events.
     Off,

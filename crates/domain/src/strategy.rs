@@ -5,7 +5,7 @@ use std::fmt;
 use std::str::FromStr;
 
 /// The member insert strategy of createChat (`CHAT_INSERT_STRATEGY`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub enum InsertStrategy {
     /// One single-row INSERT per member: N round trips, one cached prepared
     /// statement reused N times. The seed's behaviour before its fix.

@@ -31,20 +31,16 @@ pub fn server_url() -> String {
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
 }
 
-/// `url` with its database name replaced by `db`.
+/// `url` with its database name replaced by `db` (its query kept). A URL
+/// that does not parse is returned as it is, and the connection then says
+/// what is wrong with it.
 pub fn with_database(url: &str, db: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((b, q)) => (b, Some(q)),
-        None => (url, None),
-    };
-    let authority_end = base.find("://").map_or(0, |i| i + 3);
-    let base = match base[authority_end..].find('/') {
-        Some(slash) => &base[..authority_end + slash],
-        None => base,
-    };
-    match query {
-        Some(q) => format!("{base}/{db}?{q}"),
-        None => format!("{base}/{db}"),
+    match url::Url::parse(url) {
+        Ok(mut parsed) => {
+            parsed.set_path(db);
+            parsed.into()
+        }
+        Err(_) => url.to_owned(),
     }
 }
 
