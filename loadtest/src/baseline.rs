@@ -20,6 +20,7 @@ use uuid::Uuid;
 
 use chatlab_domain::InsertStrategy;
 
+use crate::error::LoadError;
 use crate::scenario::{Rng, pick_members};
 
 /// Member sets per baseline: enough that concurrent transactions rarely lock
@@ -110,8 +111,8 @@ pub fn parse_tps(output: &str) -> Option<f64> {
 }
 
 /// Runs pgbench; blocking (call from `spawn_blocking`). Answers its tps.
-pub fn run(spec: &BaselineSpec) -> Result<f64, String> {
-    std::fs::create_dir_all(&spec.work_dir).map_err(|e| e.to_string())?;
+pub fn run(spec: &BaselineSpec) -> Result<f64, LoadError> {
+    std::fs::create_dir_all(&spec.work_dir).map_err(|e| LoadError::file(&spec.work_dir, e))?;
     let mut rng = Rng::new(0xBA5E);
     let mut files = Vec::new();
     for i in 0..VARIANTS {
@@ -120,7 +121,8 @@ pub fn run(spec: &BaselineSpec) -> Result<f64, String> {
             "createchat-{}-{}-{i}.sql",
             spec.strategy, spec.members
         ));
-        std::fs::write(&path, script(spec.strategy, &members)?).map_err(|e| e.to_string())?;
+        let script = script(spec.strategy, &members).map_err(LoadError::Usage)?;
+        std::fs::write(&path, script).map_err(|e| LoadError::file(&path, e))?;
         files.push(path);
     }
     let mut cmd = Command::new("pgbench");
@@ -139,16 +141,16 @@ pub fn run(spec: &BaselineSpec) -> Result<f64, String> {
     cmd.arg(&spec.database_url);
     let out = cmd
         .output()
-        .map_err(|e| format!("cannot run pgbench (install postgresql-client): {e}"))?;
+        .map_err(|e| LoadError::program("pgbench", format!("{e} (install postgresql-client)")))?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
-        return Err(format!(
-            "pgbench failed: {}{}",
-            stdout,
-            String::from_utf8_lossy(&out.stderr)
+        return Err(LoadError::program(
+            "pgbench",
+            format!("{stdout}{}", String::from_utf8_lossy(&out.stderr)),
         ));
     }
-    parse_tps(&stdout).ok_or_else(|| format!("no tps in pgbench's output:\n{stdout}"))
+    parse_tps(&stdout)
+        .ok_or_else(|| LoadError::program("pgbench", format!("no tps in its output:\n{stdout}")))
 }
 
 /// Where scripts go by default.

@@ -22,6 +22,7 @@ use chatlab_domain::audit::{AuditInput, CommittedWrite, SeenEvent, reconcile};
 use chatlab_domain::{AckedEvent, Event, EventPayload, EventPublisher, PublishMode, Receipt};
 use chatlab_kafka::{EventMetrics, KafkaConfig, KafkaPublisher, topic_reader};
 
+use crate::error::LoadError;
 use crate::schedule::parse_duration;
 
 /// Flags of `broker-check`.
@@ -87,16 +88,16 @@ impl Round {
 
 /// Runs the check; answers whether the broker kept everything it
 /// acknowledged in every round.
-pub async fn run(args: BrokerCheckArgs) -> Result<bool, String> {
+pub async fn run(args: BrokerCheckArgs) -> Result<bool, LoadError> {
     let loopback = args.brokers.split(',').all(|b| {
         let host = b.rsplit_once(':').map_or(b, |(h, _)| h);
         matches!(host, "127.0.0.1" | "localhost" | "[::1]") || host.starts_with("127.")
     });
     if !loopback {
-        return Err(format!(
+        return Err(LoadError::Usage(format!(
             "{} is not a loopback address: broker-check only loads brokers on this machine",
             args.brokers
-        ));
+        )));
     }
     let spin = Arc::new(AtomicBool::new(true));
     let busy: Vec<_> = (0..args.busy_threads)
@@ -192,11 +193,11 @@ fn event(chat: Uuid) -> Event {
     }
 }
 
-async fn one_round(args: &BrokerCheckArgs) -> Result<Round, String> {
+async fn one_round(args: &BrokerCheckArgs) -> Result<Round, LoadError> {
     let topic = format!("chatlab-broker-check-{}", Uuid::now_v7().simple());
     chatlab_kafka::publisher::ensure_topic(&args.brokers, &topic, args.partitions)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| LoadError::Broker(e.to_string()))?;
     let config = KafkaConfig {
         brokers: Some(args.brokers.clone()),
         topic: topic.clone(),
@@ -216,7 +217,7 @@ async fn one_round(args: &BrokerCheckArgs) -> Result<Round, String> {
                 false,
             )
             .await
-            .map_err(|e| e.to_string())?,
+            .map_err(|e| LoadError::Broker(e.to_string()))?,
         );
     }
     // A few chats per producer, so every partition gets concurrent writers.
@@ -262,9 +263,8 @@ async fn one_round(args: &BrokerCheckArgs) -> Result<Round, String> {
         // proportion to what was written.
         topic_reader::read_all(&bootstrap, &t, read_timeout)
     })
-    .await
-    .map_err(|e| e.to_string())?
-    .map_err(|e| e.to_string())?;
+    .await?
+    .map_err(|e| LoadError::Broker(e.to_string()))?;
     let writes: Vec<CommittedWrite> = receipts
         .iter()
         .map(|a| CommittedWrite {

@@ -11,6 +11,7 @@ use chatlab_domain::{InsertStrategy, PublishMode};
 
 use crate::baseline::{self, BaselineSpec};
 use crate::choice::Choice;
+use crate::error::LoadError;
 use crate::fleet::{Fleet, FleetSpec};
 use crate::prom::HistogramSnapshot;
 use crate::report::CellResult;
@@ -176,7 +177,7 @@ struct Accumulated {
 pub async fn run_matrix(
     client: &reqwest::Client,
     spec: &MatrixSpec,
-) -> Result<Vec<CellResult>, String> {
+) -> Result<Vec<CellResult>, LoadError> {
     let mut acc: BTreeMap<Key, Accumulated> = BTreeMap::new();
     let mut server_count = 0;
     let mut baseline_tps: BTreeMap<(usize, usize, InsertStrategy), f64> = BTreeMap::new();
@@ -198,7 +199,10 @@ pub async fn run_matrix(
             }
         };
         server_count = targets.len();
-        let first = targets.first().ok_or("no target server")?.clone();
+        let first = targets
+            .first()
+            .ok_or_else(|| LoadError::Usage("no target server".into()))?
+            .clone();
         let max_members = spec.members.iter().copied().max().unwrap_or(2);
         let needs_chats = spec.scenarios.iter().find(|s| s.needs_chats());
         let seeded = seed(
@@ -212,7 +216,10 @@ pub async fn run_matrix(
             needs_chats.unwrap_or(&Scenario::CreateChat),
         )
         .await?;
-        let first_scenario = spec.scenarios.first().ok_or("no scenario")?;
+        let first_scenario = spec
+            .scenarios
+            .first()
+            .ok_or_else(|| LoadError::Usage("no scenario".into()))?;
         if !spec.warmup.is_zero() {
             let work = Arc::new(Workload::new(
                 first_scenario.clone(),
@@ -350,8 +357,7 @@ pub async fn run_matrix(
                                 };
                                 let tps =
                                     tokio::task::spawn_blocking(move || baseline::run(&bspec))
-                                        .await
-                                        .map_err(|e| e.to_string())??;
+                                        .await??;
                                 eprintln!(
                                     "pgbench {strategy} m={members} clients={clients}: {tps:.0} tps"
                                 );

@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::error::LoadError;
+
 /// A server the harness started.
 #[derive(Debug)]
 pub struct Server {
@@ -40,9 +42,8 @@ pub struct FleetSpec {
 
 impl Fleet {
     /// Starts the servers and waits until each answers `/readyz`.
-    pub async fn start(spec: &FleetSpec, client: &reqwest::Client) -> Result<Self, String> {
-        std::fs::create_dir_all(&spec.log_dir)
-            .map_err(|e| format!("cannot create {}: {e}", spec.log_dir.display()))?;
+    pub async fn start(spec: &FleetSpec, client: &reqwest::Client) -> Result<Self, LoadError> {
+        std::fs::create_dir_all(&spec.log_dir).map_err(|e| LoadError::file(&spec.log_dir, e))?;
         let mut fleet = Fleet {
             servers: Vec::with_capacity(spec.count),
             spec: Some(spec.clone()),
@@ -61,18 +62,18 @@ impl Fleet {
         &mut self,
         index: usize,
         client: &reqwest::Client,
-    ) -> Result<(), String> {
+    ) -> Result<(), LoadError> {
         let log = self.log_path(index);
         let server = self
             .servers
             .get_mut(index)
-            .ok_or_else(|| format!("no server {index}"))?;
+            .ok_or_else(|| LoadError::server(index.to_string(), "no such server"))?;
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if let Ok(Some(status)) = server.child.try_wait() {
-                return Err(format!(
-                    "server {index} exited ({status}); see {}",
-                    log.display()
+                return Err(LoadError::server(
+                    server.url.clone(),
+                    format!("exited ({status}); see {}", log.display()),
                 ));
             }
             let ready = client
@@ -85,9 +86,9 @@ impl Fleet {
                 return Ok(());
             }
             if Instant::now() > deadline {
-                return Err(format!(
-                    "server {index} at {} never became ready",
-                    server.url
+                return Err(LoadError::server(
+                    server.url.clone(),
+                    "never became ready (60 s)",
                 ));
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -95,11 +96,11 @@ impl Fleet {
     }
 
     /// Sends `signal` (`KILL`, `TERM`, `STOP`, `CONT`) to server `index`.
-    pub fn signal(&self, index: usize, signal: &str) -> Result<(), String> {
+    pub fn signal(&self, index: usize, signal: &str) -> Result<(), LoadError> {
         let server = self
             .servers
             .get(index)
-            .ok_or_else(|| format!("no server {index}"))?;
+            .ok_or_else(|| LoadError::server(index.to_string(), "no such server"))?;
         send_signal(server.pid, signal)
     }
 
@@ -125,13 +126,19 @@ impl Fleet {
 
     /// Starts server `index` again on the same port (after it exited), and
     /// waits until it is ready. Its log is appended to.
-    pub async fn restart(&mut self, index: usize, client: &reqwest::Client) -> Result<(), String> {
-        let spec = self.spec.clone().ok_or("this fleet was not started here")?;
+    pub async fn restart(
+        &mut self,
+        index: usize,
+        client: &reqwest::Client,
+    ) -> Result<(), LoadError> {
+        let spec = self.spec.clone().ok_or_else(|| {
+            LoadError::server(index.to_string(), "this fleet was not started here")
+        })?;
         let port = self
             .servers
             .get(index)
             .map(|s| s.port)
-            .ok_or_else(|| format!("no server {index}"))?;
+            .ok_or_else(|| LoadError::server(index.to_string(), "no such server"))?;
         let mut old = std::mem::replace(&mut self.servers[index], spawn(&spec, index, port)?);
         let _ = old.child.kill();
         let _ = old.child.wait();
@@ -178,16 +185,14 @@ impl Drop for Fleet {
 }
 
 /// Starts server `index` of `spec` on `port`, its output appended to its log.
-fn spawn(spec: &FleetSpec, index: usize, port: u16) -> Result<Server, String> {
+fn spawn(spec: &FleetSpec, index: usize, port: u16) -> Result<Server, LoadError> {
     let log_path = spec.log_dir.join(format!("server-{index}.log"));
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(&log_path)
-        .map_err(|e| format!("cannot open {}: {e}", log_path.display()))?;
-    let log_err = log
-        .try_clone()
-        .map_err(|e| format!("cannot share {}: {e}", log_path.display()))?;
+        .map_err(|e| LoadError::file(&log_path, e))?;
+    let log_err = log.try_clone().map_err(|e| LoadError::file(&log_path, e))?;
     let child = Command::new(&spec.binary)
         .arg("serve")
         .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
@@ -196,7 +201,7 @@ fn spawn(spec: &FleetSpec, index: usize, port: u16) -> Result<Server, String> {
         .stdout(log)
         .stderr(log_err)
         .spawn()
-        .map_err(|e| format!("cannot start {}: {e}", spec.binary.display()))?;
+        .map_err(|e| LoadError::program(spec.binary.display().to_string(), e))?;
     Ok(Server {
         url: format!("http://127.0.0.1:{port}"),
         pid: child.id(),
@@ -207,23 +212,23 @@ fn spawn(spec: &FleetSpec, index: usize, port: u16) -> Result<Server, String> {
 
 /// `kill -SIGNAL pid`: the only portable way to send a signal without
 /// unsafe code.
-pub fn send_signal(pid: u32, signal: &str) -> Result<(), String> {
+pub fn send_signal(pid: u32, signal: &str) -> Result<(), LoadError> {
     let status = Command::new("kill")
         .arg(format!("-{signal}"))
         .arg(pid.to_string())
         .status()
-        .map_err(|e| format!("kill -{signal} {pid}: {e}"))?;
+        .map_err(|e| LoadError::program(format!("kill -{signal} {pid}"), e))?;
     if status.success() {
         Ok(())
     } else {
-        Err(format!("kill -{signal} {pid}: {status}"))
+        Err(LoadError::program(format!("kill -{signal} {pid}"), status))
     }
 }
 
 /// A free loopback port.
-pub fn free_port() -> Result<u16, String> {
+pub fn free_port() -> Result<u16, LoadError> {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
-        .map_err(|e| format!("no free port: {e}"))
+        .map_err(|e| LoadError::server("127.0.0.1:0", format!("no free port: {e}")))
 }

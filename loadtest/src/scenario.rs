@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
+use crate::error::LoadError;
 use chatlab_domain::{InsertStrategy, PublishMode};
 
 /// A scenario.
@@ -203,7 +204,7 @@ pub async fn seed(
     base: &str,
     spec: SeedSpec,
     scenario: &Scenario,
-) -> Result<Seeded, String> {
+) -> Result<Seeded, LoadError> {
     let mut seeded = Seeded::default();
     let wanted = spec.users.max(spec.members).max(2);
     while seeded.users.len() < wanted {
@@ -214,14 +215,17 @@ pub async fn seed(
             .timeout(Duration::from_secs(120))
             .send()
             .await
-            .map_err(|e| format!("seeding users at {base}: {e}"))?;
+            .map_err(|e| LoadError::http("seeding users", e))?;
         let status = resp.status();
         let body: Value = resp
             .json()
             .await
-            .map_err(|e| format!("seeding users: bad answer: {e}"))?;
+            .map_err(|e| LoadError::http("seeding users", e))?;
         if !status.is_success() {
-            return Err(format!("seeding users: {status}: {body}"));
+            return Err(LoadError::http(
+                "seeding users",
+                format!("{status}: {body}"),
+            ));
         }
         seeded.users.extend(
             body["ids"]
@@ -244,15 +248,18 @@ pub async fn seed(
                 }))
                 .send()
                 .await
-                .map_err(|e| format!("seeding chats: {e}"))?;
+                .map_err(|e| LoadError::http("seeding chats", e))?;
             if !resp.status().is_success() {
-                return Err(format!("seeding chats: {}", resp.status()));
+                return Err(LoadError::http("seeding chats", resp.status()));
             }
-            let body: Value = resp.json().await.map_err(|e| e.to_string())?;
+            let body: Value = resp
+                .json()
+                .await
+                .map_err(|e| LoadError::http("seeding chats", e))?;
             let id = body["id"]
                 .as_str()
                 .and_then(|s| s.parse().ok())
-                .ok_or("seeding chats: no id in the answer")?;
+                .ok_or_else(|| LoadError::http("seeding chats", "no id in the answer"))?;
             seeded.chats.push((id, members));
         }
     }

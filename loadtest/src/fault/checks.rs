@@ -14,6 +14,7 @@ use uuid::Uuid;
 
 use super::inject::Database;
 use super::load::{Op, Request};
+use crate::error::LoadError;
 use crate::procstat;
 use crate::sampler::scrape;
 
@@ -43,7 +44,7 @@ pub fn check_rows(
     requests: &[Request],
     tag: &str,
     members: usize,
-) -> Result<RowChecks, String> {
+) -> Result<RowChecks, LoadError> {
     let mut sql = String::from(
         "CREATE TEMP TABLE acked_chats (id uuid PRIMARY KEY);\n\
          CREATE TEMP TABLE acked_messages (id uuid PRIMARY KEY);\n",
@@ -88,7 +89,7 @@ pub fn check_rows(
         .map(|x| {
             x.trim()
                 .parse()
-                .map_err(|_| format!("bad psql answer {out:?}"))
+                .map_err(|_| LoadError::Database(format!("unexpected answer {out:?}")))
         })
         .collect::<Result<_, _>>()?;
     let [
@@ -99,7 +100,7 @@ pub fn check_rows(
         messages_committed,
     ] = figures[..]
     else {
-        return Err(format!("bad psql answer {out:?}"));
+        return Err(LoadError::Database(format!("unexpected answer {out:?}")));
     };
     Ok(RowChecks {
         chats_missing,
@@ -112,22 +113,22 @@ pub fn check_rows(
 }
 
 /// Sessions of chatlab's database left `idle in transaction`.
-pub fn idle_in_transaction(db: &Database) -> Result<u64, String> {
+pub fn idle_in_transaction(db: &Database) -> Result<u64, LoadError> {
     db.psql(
         "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
          AND state LIKE 'idle in transaction%' AND pid <> pg_backend_pid()",
     )?
     .trim()
     .parse()
-    .map_err(|e| format!("idle in transaction: {e}"))
+    .map_err(|e| LoadError::Database(format!("idle in transaction: {e}")))
 }
 
 /// Outbox rows waiting to be published (dead rows left out).
-pub fn outbox_pending(db: &Database) -> Result<u64, String> {
+pub fn outbox_pending(db: &Database) -> Result<u64, LoadError> {
     db.psql("SELECT count(*) FROM outbox WHERE published_at IS NULL AND dead_at IS NULL")?
         .trim()
         .parse()
-        .map_err(|e| format!("outbox pending: {e}"))
+        .map_err(|e| LoadError::Database(format!("outbox pending: {e}")))
 }
 
 /// Waits until the outbox is empty (deadline `limit`); how long it took,
@@ -144,10 +145,10 @@ pub async fn wait_outbox_drained(db: &Database, limit: Duration) -> Option<Durat
 }
 
 /// Connections the server's pool has checked out now (its `used` gauge).
-pub async fn connections_in_use(client: &reqwest::Client, url: &str) -> Result<f64, String> {
+pub async fn connections_in_use(client: &reqwest::Client, url: &str) -> Result<f64, LoadError> {
     let metrics = scrape(client, url)
         .await
-        .ok_or_else(|| format!("{url}/metrics did not answer"))?;
+        .ok_or_else(|| LoadError::server(url, "/metrics did not answer"))?;
     Ok(metrics.sum("db_client_connection_count", &[("state", "used")]))
 }
 
@@ -175,7 +176,7 @@ pub async fn audit(
     url: &str,
     since: DateTime<Utc>,
     until: DateTime<Utc>,
-) -> Result<(Vec<ModeEvents>, String), String> {
+) -> Result<(Vec<ModeEvents>, String), LoadError> {
     let deadline = Instant::now() + Duration::from_secs(180);
     let body: Value = loop {
         let resp = client
@@ -189,14 +190,17 @@ pub async fn audit(
             .await;
         match resp {
             Ok(r) if r.status().is_success() => {
-                break r.json().await.map_err(|e| format!("audit: {e}"))?;
+                break r
+                    .json()
+                    .await
+                    .map_err(|e| LoadError::http("the audit", e))?;
             }
             // The broker may still be coming back: ask again.
             Ok(_) | Err(_) if Instant::now() < deadline => {
                 tokio::time::sleep(Duration::from_secs(2)).await;
             }
-            Ok(r) => return Err(format!("audit: {}", r.status())),
-            Err(e) => return Err(format!("audit: {e}")),
+            Ok(r) => return Err(LoadError::http("the audit", r.status())),
+            Err(e) => return Err(LoadError::http("the audit", e)),
         }
     };
     let n = |v: &Value, k: &str| v[k].as_u64().unwrap_or(0);

@@ -7,6 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
+use crate::error::LoadError;
 use crate::fleet::{Fleet, send_signal};
 
 /// Which fault.
@@ -102,24 +103,21 @@ pub struct Database {
 }
 
 impl Database {
-    fn control(&self, action: &str) -> Result<(), String> {
+    fn control(&self, action: &str) -> Result<(), LoadError> {
+        let program = format!("{} {action} {}", self.script.display(), self.port);
         let status = Command::new(&self.script)
             .args([action, &self.port.to_string()])
             .status()
-            .map_err(|e| format!("{}: {e}", self.script.display()))?;
+            .map_err(|e| LoadError::program(&program, e))?;
         if status.success() {
             Ok(())
         } else {
-            Err(format!(
-                "{} {action} {}: {status}",
-                self.script.display(),
-                self.port
-            ))
+            Err(LoadError::program(program, status))
         }
     }
 
     /// Runs `sql` with psql; its unaligned output.
-    pub fn psql(&self, sql: &str) -> Result<String, String> {
+    pub fn psql(&self, sql: &str) -> Result<String, LoadError> {
         psql(&self.url, sql)
     }
 
@@ -138,7 +136,7 @@ impl Database {
 
 /// Runs `sql` (several statements allowed, fed on stdin) against `url`,
 /// stopping at the first error; the unaligned, tuples-only output.
-pub fn psql(url: &str, sql: &str) -> Result<String, String> {
+pub fn psql(url: &str, sql: &str) -> Result<String, LoadError> {
     use std::io::Write;
     let mut child = Command::new("psql")
         .args(["-X", "-q", "-t", "-A", "-v", "ON_ERROR_STOP=1", url])
@@ -146,19 +144,21 @@ pub fn psql(url: &str, sql: &str) -> Result<String, String> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("psql: {e}"))?;
+        .map_err(|e| LoadError::program("psql", e))?;
     if let Some(mut stdin) = child.stdin.take() {
         stdin
             .write_all(sql.as_bytes())
-            .map_err(|e| format!("psql stdin: {e}"))?;
+            .map_err(|e| LoadError::program("psql", e))?;
     }
-    let out = child.wait_with_output().map_err(|e| format!("psql: {e}"))?;
+    let out = child
+        .wait_with_output()
+        .map_err(|e| LoadError::program("psql", e))?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
-        Err(format!(
-            "psql: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
+        Err(LoadError::program(
+            "psql",
+            String::from_utf8_lossy(&out.stderr).trim(),
         ))
     }
 }
@@ -188,8 +188,12 @@ pub struct Broker {
 
 impl Broker {
     /// Starts tansu on a free port, its log (and SQLite storage) in `dir`.
-    pub async fn start(binary: &Path, dir: &Path, storage: BrokerStorage) -> Result<Self, String> {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    pub async fn start(
+        binary: &Path,
+        dir: &Path,
+        storage: BrokerStorage,
+    ) -> Result<Self, LoadError> {
+        std::fs::create_dir_all(dir).map_err(|e| LoadError::file(dir, e))?;
         let port = crate::fleet::free_port()?;
         let address = format!("127.0.0.1:{port}");
         let child = spawn_tansu(binary, dir, &address, storage)?;
@@ -201,10 +205,13 @@ impl Broker {
             child,
         };
         if !broker.wait_listening(Duration::from_secs(30)).await {
-            return Err(format!(
-                "tansu did not listen on {}; see {}",
-                broker.address,
-                dir.join("tansu.log").display()
+            return Err(LoadError::program(
+                "tansu",
+                format!(
+                    "did not listen on {}; see {}",
+                    broker.address,
+                    dir.join("tansu.log").display()
+                ),
             ));
         }
         Ok(broker)
@@ -221,19 +228,24 @@ impl Broker {
         false
     }
 
-    fn signal(&self, signal: &str) -> Result<(), String> {
+    fn signal(&self, signal: &str) -> Result<(), LoadError> {
         send_signal(self.child.id(), signal)
     }
 
-    async fn kill_and_restart(&mut self, down: Duration) -> Result<(), String> {
-        self.child.kill().map_err(|e| format!("kill tansu: {e}"))?;
+    async fn kill_and_restart(&mut self, down: Duration) -> Result<(), LoadError> {
+        self.child
+            .kill()
+            .map_err(|e| LoadError::program("kill tansu", e))?;
         let _ = self.child.wait();
         tokio::time::sleep(down).await;
         self.child = spawn_tansu(&self.binary, &self.dir, &self.address, self.storage)?;
         if self.wait_listening(Duration::from_secs(30)).await {
             Ok(())
         } else {
-            Err("tansu did not come back".into())
+            Err(LoadError::program(
+                "tansu",
+                format!("did not listen on {} again within 30 s", self.address),
+            ))
         }
     }
 }
@@ -251,13 +263,14 @@ fn spawn_tansu(
     dir: &Path,
     address: &str,
     storage: BrokerStorage,
-) -> Result<Child, String> {
+) -> Result<Child, LoadError> {
+    let log_path = dir.join("tansu.log");
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(dir.join("tansu.log"))
-        .map_err(|e| format!("tansu log: {e}"))?;
-    let log_err = log.try_clone().map_err(|e| format!("tansu log: {e}"))?;
+        .open(&log_path)
+        .map_err(|e| LoadError::file(&log_path, e))?;
+    let log_err = log.try_clone().map_err(|e| LoadError::file(&log_path, e))?;
     Command::new(binary)
         .current_dir(dir)
         .args([
@@ -276,7 +289,7 @@ fn spawn_tansu(
         .stdout(log)
         .stderr(log_err)
         .spawn()
-        .map_err(|e| format!("cannot start {}: {e}", binary.display()))
+        .map_err(|e| LoadError::program(binary.display().to_string(), e))
 }
 
 /// What a fault acts on.
@@ -298,7 +311,7 @@ pub async fn inject(
     down: Duration,
     targets: Targets<'_>,
     started: Instant,
-) -> Result<Timeline, String> {
+) -> Result<Timeline, LoadError> {
     let mut timeline = Timeline {
         down_at: Some(started.elapsed()),
         ..Timeline::default()
@@ -342,13 +355,20 @@ pub async fn inject(
         }
         Fault::BrokerKill => {
             broker
-                .ok_or("broker-kill needs a broker of the run's own (--tansu-bin)")?
+                .ok_or_else(|| {
+                    LoadError::Usage(
+                        "broker-kill needs a broker of the run's own (--tansu-bin)".into(),
+                    )
+                })?
                 .kill_and_restart(down)
                 .await?;
         }
         Fault::BrokerFreeze => {
-            let broker =
-                broker.ok_or("broker-freeze needs a broker of the run's own (--tansu-bin)")?;
+            let broker = broker.ok_or_else(|| {
+                LoadError::Usage(
+                    "broker-freeze needs a broker of the run's own (--tansu-bin)".into(),
+                )
+            })?;
             broker.signal("STOP")?;
             tokio::time::sleep(down).await;
             broker.signal("CONT")?;

@@ -7,6 +7,7 @@
 //! outbox drained, nothing left checked out or idle in a transaction.
 //! Writes `table.md` (one row per fault × server variant) and each cell's
 //! audit and server log to the output directory.
+use crate::error::LoadError;
 
 mod checks;
 mod figures;
@@ -111,14 +112,14 @@ pub struct FaultArgs {
 }
 
 /// Runs every cell; whether every invariant held.
-pub async fn run(args: FaultArgs) -> Result<bool, String> {
-    std::fs::create_dir_all(&args.out).map_err(|e| format!("{}: {e}", args.out.display()))?;
+pub async fn run(args: FaultArgs) -> Result<bool, LoadError> {
+    std::fs::create_dir_all(&args.out).map_err(|e| LoadError::file(&args.out, e))?;
     // A new connection per request: a refused connect then means the
     // server was down, and a cut one that it dropped an answer.
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(0)
         .build()
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| LoadError::http("building the HTTP client", e))?;
     let port = args
         .database_url
         .rsplit_once("://")
@@ -131,7 +132,7 @@ pub async fn run(args: FaultArgs) -> Result<bool, String> {
         script: args.pg_script.clone(),
         port,
     };
-    let deadline = parse_deadline(&args.deadline)?;
+    let deadline = parse_deadline(&args.deadline).map_err(LoadError::Usage)?;
     let mut cells = Vec::new();
     for fault in &args.faults {
         for variant in &args.variants {
@@ -153,14 +154,14 @@ pub async fn run(args: FaultArgs) -> Result<bool, String> {
             );
             cells.push((cell, broken));
             let table = figures::to_markdown(&cells);
-            std::fs::write(args.out.join("table.md"), &table)
-                .map_err(|e| format!("table.md: {e}"))?;
+            let path = args.out.join("table.md");
+            std::fs::write(&path, &table).map_err(|e| LoadError::file(&path, e))?;
         }
     }
     let table = figures::to_markdown(&cells);
     let notes = notes(&args, &cells);
-    std::fs::write(args.out.join("table.md"), format!("{table}\n{notes}"))
-        .map_err(|e| format!("table.md: {e}"))?;
+    let path = args.out.join("table.md");
+    std::fs::write(&path, format!("{table}\n{notes}")).map_err(|e| LoadError::file(&path, e))?;
     println!("\n{table}\n{notes}\nwritten to {}", args.out.display());
     let held = cells.iter().all(|(_, broken)| broken.is_empty());
     if !held {
@@ -176,7 +177,7 @@ async fn run_cell(
     fault: Fault,
     variant: &ServerVariant,
     deadline: (Duration, Duration),
-) -> Result<CellFigures, String> {
+) -> Result<CellFigures, LoadError> {
     let dir = args.out.join(format!("{}-{}", fault.name(), variant.name));
     let mut broker = match &args.tansu_bin {
         Some(bin) => Some(Broker::start(bin, &dir.join("broker"), args.tansu_storage).await?),
@@ -259,7 +260,7 @@ async fn run_cell(
         started,
     )
     .await?;
-    let result = load.await.map_err(|e| format!("the load failed: {e}"))?;
+    let result = load.await?;
     let load_end = Instant::now();
     let drained = checks::wait_outbox_drained(db, args.drain_limit).await;
     let samples = watcher.finish().await;
@@ -294,14 +295,14 @@ async fn run_cell(
     let (db2, requests, tag2, members) = (db.clone(), result.requests, tag.clone(), args.members);
     cell.rows =
         tokio::task::spawn_blocking(move || checks::check_rows(&db2, &requests, &tag2, members))
-            .await
-            .map_err(|e| e.to_string())??;
+            .await??;
     match checks::audit(client, &url, since, Utc::now()).await {
         Ok((events, table)) => {
             cell.events = events;
-            std::fs::write(dir.join("audit.md"), table).map_err(|e| format!("audit.md: {e}"))?;
+            let path = dir.join("audit.md");
+            std::fs::write(&path, table).map_err(|e| LoadError::file(&path, e))?;
         }
-        Err(e) => cell.audit_error = Some(e),
+        Err(e) => cell.audit_error = Some(e.to_string()),
     }
     if result.not_sent > 0 {
         cell.failed

@@ -1,0 +1,162 @@
+//! `chatlab-load matrix`: a grid of runs, written as a table, a CSV and
+//! charts under `results/`.
+
+use std::time::Duration;
+
+use clap::Args;
+
+use chatlab_domain::{InsertStrategy, PublishMode};
+
+use crate::choice::Choice;
+use crate::experiment::{MatrixSpec, ServerVariant, Servers, run_matrix, scenario_name};
+use crate::scenario::Scenario;
+use crate::schedule::parse_duration;
+use crate::thresholds::Threshold;
+use crate::{baseline, charts, report};
+
+use super::{ServerArgs, check, fleet_spec, http_client, machine_note, results_dir};
+use crate::error::LoadError;
+
+#[derive(Debug, Args)]
+pub(crate) struct MatrixArgs {
+    #[command(flatten)]
+    servers: ServerArgs,
+    /// Name of the results folder.
+    #[arg(long, default_value = "matrix")]
+    name: String,
+    /// Scenarios, each a dimension of the grid (comma-separated).
+    #[arg(long = "scenario", value_delimiter = ',', default_value = "create-chat",
+        value_parser = |s: &str| s.parse::<Scenario>())]
+    scenarios: Vec<Scenario>,
+    /// Server variants, NAME or NAME:KEY=VALUE+KEY=VALUE (repeatable;
+    /// spawned servers restart with each), e.g. `--variant
+    /// async:DB_DRIVER=async --variant blocking:DB_DRIVER=blocking`.
+    #[arg(long = "variant", value_parser = |s: &str| s.parse::<ServerVariant>())]
+    variants: Vec<ServerVariant>,
+    /// Strategies (`-`: the server's own).
+    #[arg(long, value_delimiter = ',', default_value = "per_row,batch")]
+    strategies: Vec<Choice<InsertStrategy>>,
+    /// Members per chat.
+    #[arg(long, value_delimiter = ',', default_value = "50")]
+    members: Vec<usize>,
+    /// Virtual users.
+    #[arg(long, value_delimiter = ',', default_value = "30")]
+    vus: Vec<usize>,
+    /// Publish modes (`-`: the server's own).
+    #[arg(long, value_delimiter = ',', default_value = "off")]
+    publish_modes: Vec<Choice<PublishMode>>,
+    /// Pool sizes (spawned servers restart with each; 0: the server default).
+    #[arg(long, value_delimiter = ',', default_value = "0")]
+    pool_sizes: Vec<u32>,
+    /// Length of each cell.
+    #[arg(long, default_value = "20s", value_parser = parse_duration)]
+    duration: Duration,
+    /// Unmeasured load before the cells.
+    #[arg(long, default_value = "3s", value_parser = parse_duration)]
+    warmup: Duration,
+    /// Rounds per cell (strategies alternate A B, B A, ...).
+    #[arg(long, default_value_t = 1)]
+    rounds: usize,
+    /// Mix strategies per request in one run instead of alternating runs.
+    #[arg(long)]
+    mix_strategies: bool,
+    /// Pause between a VU's requests.
+    #[arg(long, default_value = "0ms", value_parser = parse_duration)]
+    think_time: Duration,
+    /// Also run pgbench on each strategy's SQL (needs pgbench).
+    #[arg(long)]
+    baseline: bool,
+    /// Thresholds checked on every cell (repeatable).
+    #[arg(long = "threshold")]
+    thresholds: Vec<Threshold>,
+}
+
+pub(crate) async fn matrix(args: MatrixArgs) -> Result<bool, LoadError> {
+    let out = results_dir(&args.servers.results_dir, &args.name);
+    let client = http_client(args.vus.iter().copied().max().unwrap_or(1))?;
+    let servers = match args.servers.spawn {
+        Some(n) => Servers::Spawn(fleet_spec(&args.servers, n, &out)),
+        None => {
+            if args.pool_sizes.iter().any(|&p| p > 0) || !args.variants.is_empty() {
+                return Err(LoadError::Usage(
+                    "--pool-sizes and --variant need --spawn: external servers keep their settings"
+                        .into(),
+                ));
+            }
+            Servers::External(args.servers.target.clone())
+        }
+    };
+    let variants = if args.variants.is_empty() {
+        vec![ServerVariant {
+            name: "-".into(),
+            env: Vec::new(),
+        }]
+    } else {
+        args.variants.clone()
+    };
+    let spec = MatrixSpec {
+        servers,
+        variants: variants.clone(),
+        scenarios: args.scenarios.clone(),
+        strategies: args.strategies.clone(),
+        members: args.members.clone(),
+        vus: args.vus.clone(),
+        publish_modes: args.publish_modes.clone(),
+        pool_sizes: args.pool_sizes.clone(),
+        duration: args.duration,
+        warmup: args.warmup,
+        rounds: args.rounds,
+        mix_strategies: args.mix_strategies,
+        think_time: args.think_time,
+        baseline: args.baseline.then(|| args.servers.database_url.clone()),
+        sample_interval: args.servers.sample_interval,
+        seed_users: args.servers.seed_users,
+        work_dir: baseline::default_work_dir(&out),
+    };
+    let cells = run_matrix(&client, &spec).await?;
+    let notes = format!(
+        "# {}\n\n{}\n\nScenarios {}; server variants {}; strategies {}; {} per cell, {} round(s){}; servers: {}.\n",
+        args.name,
+        machine_note(),
+        args.scenarios
+            .iter()
+            .map(scenario_name)
+            .collect::<Vec<_>>()
+            .join(", "),
+        variants
+            .iter()
+            .map(|v| {
+                let env: Vec<String> = v.env.iter().map(|(k, val)| format!("{k}={val}")).collect();
+                if env.is_empty() {
+                    v.name.clone()
+                } else {
+                    format!("{} ({})", v.name, env.join(" "))
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+        args.strategies
+            .iter()
+            .map(Choice::to_string)
+            .collect::<Vec<_>>()
+            .join(", "),
+        humantime::format_duration(args.duration),
+        args.rounds,
+        if args.mix_strategies {
+            ", strategies mixed per request"
+        } else {
+            ", strategies alternating"
+        },
+        args.servers
+            .spawn
+            .map_or_else(|| args.servers.target.join(" "), |n| format!("{n} spawned")),
+    );
+    report::write(&out, &cells, &notes).map_err(|e| LoadError::file(&out, e))?;
+    let charts = charts::standard(&out, &cells).map_err(|message| LoadError::Chart {
+        name: out.display().to_string(),
+        message,
+    })?;
+    println!("{}", report::to_markdown(&cells));
+    println!("results: {} ({})", out.display(), charts.join(", "));
+    Ok(check(&cells, &args.thresholds))
+}

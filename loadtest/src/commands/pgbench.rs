@@ -1,0 +1,90 @@
+//! `chatlab-load baseline`: pgbench alone on each strategy's createChat
+//! SQL, at the given client counts.
+
+use std::time::Duration;
+
+use clap::Args;
+
+use chatlab_domain::InsertStrategy;
+
+use crate::baseline;
+use crate::fleet::Fleet;
+use crate::scenario::{Scenario, SeedSpec, seed};
+use crate::schedule::parse_duration;
+
+use super::{ServerArgs, fleet_spec, http_client, machine_note, results_dir};
+use crate::error::LoadError;
+
+#[derive(Debug, Args)]
+pub(crate) struct BaselineArgs {
+    #[command(flatten)]
+    servers: ServerArgs,
+    /// Strategies.
+    #[arg(long, value_delimiter = ',', default_value = "per_row,batch,unnest")]
+    strategies: Vec<InsertStrategy>,
+    /// Members per chat.
+    #[arg(long, value_delimiter = ',', default_value = "50")]
+    members: Vec<usize>,
+    /// pgbench clients.
+    #[arg(long, value_delimiter = ',', default_value = "8,20")]
+    clients: Vec<usize>,
+    /// Length of each measurement.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    duration: Duration,
+}
+
+pub(crate) async fn pgbench_baseline(args: BaselineArgs) -> Result<bool, LoadError> {
+    let out = results_dir(&args.servers.results_dir, "baseline");
+    let client = http_client(4)?;
+    let users = {
+        let fleet = Fleet::start(&fleet_spec(&args.servers, 1, &out), &client).await?;
+        let first = fleet
+            .urls()
+            .first()
+            .cloned()
+            .ok_or_else(|| LoadError::Usage("no server started".into()))?;
+        let max_members = args.members.iter().copied().max().unwrap_or(2);
+        seed(
+            &client,
+            &first,
+            SeedSpec {
+                members: max_members,
+                users: args.servers.seed_users.max(max_members * 4),
+                chats: 0,
+            },
+            &Scenario::CreateChat,
+        )
+        .await?
+        .users
+    };
+    let mut table = String::from(
+        "| strategy | members | clients | pgbench protocol | tps |\n|---|---|---|---|---|\n",
+    );
+    for &members in &args.members {
+        for &clients in &args.clients {
+            for &strategy in &args.strategies {
+                let spec = baseline::BaselineSpec {
+                    database_url: args.servers.database_url.clone(),
+                    strategy,
+                    members,
+                    clients,
+                    duration: args.duration,
+                    users: users.clone(),
+                    work_dir: baseline::default_work_dir(&out),
+                };
+                let tps = tokio::task::spawn_blocking(move || baseline::run(&spec)).await??;
+                table.push_str(&format!(
+                    "| {strategy} | {members} | {clients} | {} | {tps:.0} |\n",
+                    baseline::protocol(strategy)
+                ));
+            }
+        }
+    }
+    let notes = format!("# pgbench baseline\n\n{}\n\n", machine_note());
+    std::fs::create_dir_all(&out).map_err(|e| LoadError::file(&out, e))?;
+    let md = out.join("results.md");
+    std::fs::write(&md, format!("{notes}{table}")).map_err(|e| LoadError::file(&md, e))?;
+    println!("{table}");
+    println!("results: {}", out.display());
+    Ok(true)
+}
