@@ -17,7 +17,7 @@ use crate::prom::HistogramSnapshot;
 use crate::report::CellResult;
 use crate::runner::{self, Model, RunOutcome, VariantOutcome};
 use crate::sampler::{self, Sampler, ServerStats};
-use crate::scenario::{Overrides, Scenario, SeedSpec, Workload, seed};
+use crate::scenario::{Overrides, Scenario, SeedSpec, Seeded, Workload, seed};
 use crate::schedule::Stage;
 
 /// Where the load goes.
@@ -149,8 +149,9 @@ pub async fn measure(
     (outcome, stats)
 }
 
-/// A cell's identity.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+/// A cell's identity: the fleet it ran on (server variant and pool size)
+/// and what its requests sent. Ordered as the spec lists its dimensions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct Key {
     variant: usize,
     pool: u32,
@@ -163,6 +164,7 @@ struct Key {
     strategy: Choice<InsertStrategy>,
 }
 
+/// A cell's runs so far, merged.
 #[derive(Default)]
 struct Accumulated {
     client: VariantOutcome,
@@ -173,6 +175,25 @@ struct Accumulated {
     baseline_tps: Option<f64>,
 }
 
+/// The servers of one (variant, pool size) pair, seeded and warmed up.
+struct FleetUnderTest {
+    /// Spawned servers (stopped when dropped); `None` for external ones.
+    _fleet: Option<Fleet>,
+    watched: Watched,
+    seeded: Seeded,
+}
+
+/// One point of the grid within a fleet: scenario × members × VUs ×
+/// publish mode.
+#[derive(Debug, Clone, Copy)]
+struct Point {
+    scenario: usize,
+    members: usize,
+    vus: usize,
+    mode_index: usize,
+    mode: Choice<PublishMode>,
+}
+
 /// Runs the matrix; answers its cells in a stable order.
 pub async fn run_matrix(
     client: &reqwest::Client,
@@ -180,208 +201,243 @@ pub async fn run_matrix(
 ) -> Result<Vec<CellResult>, LoadError> {
     let mut acc: BTreeMap<Key, Accumulated> = BTreeMap::new();
     let mut server_count = 0;
-    let mut baseline_tps: BTreeMap<(usize, usize, InsertStrategy), f64> = BTreeMap::new();
-    let fleets: Vec<(usize, u32)> = (0..spec.variants.len())
-        .flat_map(|v| spec.pool_sizes.iter().map(move |&p| (v, p)))
-        .collect();
-    for (variant, pool) in fleets {
-        let (fleet, targets, pids) = match &spec.servers {
-            Servers::External(urls) => (None, urls.clone(), sampler::external_pids(urls)),
-            Servers::Spawn(fleet_spec) => {
-                let mut fs = fleet_spec.clone();
-                fs.env.extend(spec.variants[variant].env.iter().cloned());
-                if pool > 0 {
-                    fs.env.push(("DB_POOL_MAX_SIZE".into(), pool.to_string()));
-                }
-                let fleet = Fleet::start(&fs, client).await?;
-                let (urls, pids) = (fleet.urls(), fleet.pids());
-                (Some(fleet), urls, pids)
-            }
-        };
-        server_count = targets.len();
-        let first = targets
-            .first()
-            .ok_or_else(|| LoadError::Usage("no target server".into()))?
-            .clone();
-        let max_members = spec.members.iter().copied().max().unwrap_or(2);
-        let needs_chats = spec.scenarios.iter().find(|s| s.needs_chats());
-        let seeded = seed(
-            client,
-            &first,
-            SeedSpec {
-                members: max_members,
-                users: spec.seed_users.max(max_members * 4),
-                chats: 50,
-            },
-            needs_chats.unwrap_or(&Scenario::CreateChat),
-        )
-        .await?;
-        let first_scenario = spec
-            .scenarios
-            .first()
-            .ok_or_else(|| LoadError::Usage("no scenario".into()))?;
-        if !spec.warmup.is_zero() {
-            let work = Arc::new(Workload::new(
-                first_scenario.clone(),
-                seeded.clone(),
-                max_members,
-            ));
-            let warm_variants = variants_for(&spec.strategies, None);
-            let _ = runner::run(
-                client.clone(),
-                targets.clone(),
-                work,
-                warm_variants,
-                closed(
-                    spec.vus.iter().copied().max().unwrap_or(1),
-                    spec.warmup,
-                    spec.think_time,
-                ),
-                "warm-up",
-            )
-            .await;
-        }
-        for (scenario_index, scenario) in spec.scenarios.iter().enumerate() {
-            for &members in &spec.members {
-                let work = Arc::new(Workload::new(scenario.clone(), seeded.clone(), members));
-                for &vus in &spec.vus {
-                    for (mode_index, &mode) in spec.publish_modes.iter().enumerate() {
-                        for round in 0..spec.rounds.max(1) {
-                            let runs: Vec<Vec<Choice<InsertStrategy>>> = if spec.mix_strategies {
-                                vec![spec.strategies.clone()]
-                            } else if round % 2 == 0 {
-                                spec.strategies.iter().map(|&s| vec![s]).collect()
-                            } else {
-                                spec.strategies.iter().rev().map(|&s| vec![s]).collect()
-                            };
-                            for strategies in runs {
-                                let label = format!(
-                                    "{} pool={pool} {} m={members} vus={vus} {mode} {} r{}",
-                                    spec.variants[variant].name,
-                                    scenario_name(scenario),
-                                    strategies
-                                        .iter()
-                                        .map(Choice::to_string)
-                                        .collect::<Vec<_>>()
-                                        .join("+"),
-                                    round + 1
-                                );
-                                let variants = variants_for(&strategies, mode.named());
-                                let watched = Watched {
-                                    targets: targets.clone(),
-                                    pids: pids.clone(),
-                                    sample_interval: spec.sample_interval,
-                                };
-                                let (outcome, stats) = measure(
-                                    client,
-                                    &watched,
-                                    work.clone(),
-                                    variants,
-                                    closed(vus, spec.duration, spec.think_time),
-                                    &label,
-                                )
-                                .await;
-                                let total = outcome.total();
-                                eprintln!(
-                                    "{label}: {:.0} req/s, p95 {:.1} ms, errors {}",
-                                    total.requests() as f64 / outcome.elapsed.as_secs_f64(),
-                                    total.latencies.quantile_ms(0.95),
-                                    total.error_count()
-                                );
-                                for (i, &strategy) in strategies.iter().enumerate() {
-                                    let strategy_index = spec
-                                        .strategies
-                                        .iter()
-                                        .position(|&s| s == strategy)
-                                        .unwrap_or(0);
-                                    let a = acc
-                                        .entry(Key {
-                                            variant,
-                                            pool,
-                                            scenario: scenario_index,
-                                            members,
-                                            vus,
-                                            mode_index,
-                                            strategy_index,
-                                            mode,
-                                            strategy,
-                                        })
-                                        .or_default();
-                                    if let Some(v) = outcome.variants.get(i) {
-                                        a.client.merge(v);
-                                    }
-                                    a.elapsed += outcome.elapsed.as_secs_f64();
-                                    a.dropped += outcome.dropped;
-                                    if let Some(h) =
-                                        stats.hold_by_strategy.get(&strategy.to_string())
-                                    {
-                                        a.hold = a.hold.add(h);
-                                    }
-                                    a.stats.push(stats.clone());
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        drop(fleet);
-        if let Some(database_url) = &spec.baseline {
-            for &members in &spec.members {
-                for &vus in &spec.vus {
-                    // pgbench gets the database concurrency chatlab has: its
-                    // VUs, capped by the pools in front of PostgreSQL.
-                    let cap = if pool > 0 {
-                        pool as usize * server_count
-                    } else {
-                        vus
-                    };
-                    let clients = vus.min(cap).max(1);
-                    // pgbench sends a strategy's SQL: a cell that left the
-                    // strategy to the server has none to compare with.
-                    for strategy in spec.strategies.iter().filter_map(|s| s.named()) {
-                        // pgbench's figure depends on these three only: once
-                        // the pools cap the clients, larger VU counts reuse it.
-                        let baseline_key = (members, clients, strategy);
-                        let tps = match baseline_tps.get(&baseline_key) {
-                            Some(&tps) => tps,
-                            None => {
-                                let bspec = BaselineSpec {
-                                    database_url: database_url.clone(),
-                                    strategy,
-                                    members,
-                                    clients,
-                                    duration: spec.duration,
-                                    users: seeded.users.clone(),
-                                    work_dir: spec.work_dir.clone(),
-                                };
-                                let tps =
-                                    tokio::task::spawn_blocking(move || baseline::run(&bspec))
-                                        .await??;
-                                eprintln!(
-                                    "pgbench {strategy} m={members} clients={clients}: {tps:.0} tps"
-                                );
-                                baseline_tps.insert(baseline_key, tps);
-                                tps
-                            }
+    let mut baseline_tps = BTreeMap::new();
+    for variant in 0..spec.variants.len() {
+        for &pool in &spec.pool_sizes {
+            let under_test = start_fleet(client, spec, variant, pool).await?;
+            server_count = under_test.watched.targets.len();
+            for point in points(spec) {
+                for round in 0..spec.rounds.max(1) {
+                    for strategies in runs_of_round(spec, round) {
+                        let key = |strategy_index, strategy| Key {
+                            variant,
+                            pool,
+                            scenario: point.scenario,
+                            members: point.members,
+                            vus: point.vus,
+                            mode_index: point.mode_index,
+                            strategy_index,
+                            mode: point.mode,
+                            strategy,
                         };
-                        for (key, a) in acc.iter_mut() {
-                            if key.pool == pool
-                                && key.variant == variant
-                                && key.members == members
-                                && key.vus == vus
-                                && key.strategy == Choice(Some(strategy))
-                            {
-                                a.baseline_tps = Some(tps);
-                            }
+                        let label = run_label(spec, variant, pool, point, &strategies, round);
+                        let measured =
+                            measure_point(client, spec, &under_test, point, &strategies, &label)
+                                .await;
+                        for (i, &strategy) in strategies.iter().enumerate() {
+                            let index = spec
+                                .strategies
+                                .iter()
+                                .position(|&s| s == strategy)
+                                .unwrap_or(0);
+                            acc.entry(key(index, strategy))
+                                .or_default()
+                                .add(&measured, i, strategy);
                         }
                     }
+                }
+            }
+            drop(under_test._fleet);
+            if let Some(database_url) = &spec.baseline {
+                let baseline = Baseline {
+                    database_url,
+                    variant,
+                    pool,
+                    server_count,
+                    seeded: &under_test.seeded,
+                };
+                baseline.run(spec, &mut baseline_tps, &mut acc).await?;
+            }
+        }
+    }
+    Ok(acc
+        .into_iter()
+        .map(|(key, a)| a.into_cell(spec, key, server_count))
+        .collect())
+}
+
+/// Starts (or takes) the servers of `variant` at pool size `pool`, seeds
+/// them, and runs the warm-up.
+async fn start_fleet(
+    client: &reqwest::Client,
+    spec: &MatrixSpec,
+    variant: usize,
+    pool: u32,
+) -> Result<FleetUnderTest, LoadError> {
+    let (fleet, targets, pids) = match &spec.servers {
+        Servers::External(urls) => (None, urls.clone(), sampler::external_pids(urls)),
+        Servers::Spawn(fleet_spec) => {
+            let mut fs = fleet_spec.clone();
+            fs.env.extend(spec.variants[variant].env.iter().cloned());
+            if pool > 0 {
+                fs.env.push(("DB_POOL_MAX_SIZE".into(), pool.to_string()));
+            }
+            let fleet = Fleet::start(&fs, client).await?;
+            let (urls, pids) = (fleet.urls(), fleet.pids());
+            (Some(fleet), urls, pids)
+        }
+    };
+    let first = targets
+        .first()
+        .ok_or_else(|| LoadError::Usage("no target server".into()))?
+        .clone();
+    let first_scenario = spec
+        .scenarios
+        .first()
+        .ok_or_else(|| LoadError::Usage("no scenario".into()))?;
+    let max_members = spec.members.iter().copied().max().unwrap_or(2);
+    let needs_chats = spec.scenarios.iter().find(|s| s.needs_chats());
+    let seeded = seed(
+        client,
+        &first,
+        SeedSpec {
+            members: max_members,
+            users: spec.seed_users.max(max_members * 4),
+            chats: 50,
+        },
+        needs_chats.unwrap_or(&Scenario::CreateChat),
+    )
+    .await?;
+    if !spec.warmup.is_zero() {
+        let work = Arc::new(Workload::new(
+            first_scenario.clone(),
+            seeded.clone(),
+            max_members,
+        ));
+        let _ = runner::run(
+            client.clone(),
+            targets.clone(),
+            work,
+            variants_for(&spec.strategies, None),
+            closed(
+                spec.vus.iter().copied().max().unwrap_or(1),
+                spec.warmup,
+                spec.think_time,
+            ),
+            "warm-up",
+        )
+        .await;
+    }
+    Ok(FleetUnderTest {
+        _fleet: fleet,
+        watched: Watched {
+            targets,
+            pids,
+            sample_interval: spec.sample_interval,
+        },
+        seeded,
+    })
+}
+
+/// Every point of the grid, in the spec's order.
+fn points(spec: &MatrixSpec) -> Vec<Point> {
+    let mut points = Vec::new();
+    for scenario in 0..spec.scenarios.len() {
+        for &members in &spec.members {
+            for &vus in &spec.vus {
+                for (mode_index, &mode) in spec.publish_modes.iter().enumerate() {
+                    points.push(Point {
+                        scenario,
+                        members,
+                        vus,
+                        mode_index,
+                        mode,
+                    });
                 }
             }
         }
     }
-    let mut cells = Vec::new();
-    for (key, a) in acc {
+    points
+}
+
+/// The runs of one round: every strategy in one run when they are mixed per
+/// request, else one run each, A B in even rounds and B A in odd ones, so
+/// a drifting machine weighs on all strategies alike.
+fn runs_of_round(spec: &MatrixSpec, round: usize) -> Vec<Vec<Choice<InsertStrategy>>> {
+    if spec.mix_strategies {
+        vec![spec.strategies.clone()]
+    } else if round.is_multiple_of(2) {
+        spec.strategies.iter().map(|&s| vec![s]).collect()
+    } else {
+        spec.strategies.iter().rev().map(|&s| vec![s]).collect()
+    }
+}
+
+fn run_label(
+    spec: &MatrixSpec,
+    variant: usize,
+    pool: u32,
+    point: Point,
+    strategies: &[Choice<InsertStrategy>],
+    round: usize,
+) -> String {
+    let strategies: Vec<String> = strategies.iter().map(Choice::to_string).collect();
+    format!(
+        "{} pool={pool} {} m={} vus={} {} {} r{}",
+        spec.variants[variant].name,
+        scenario_name(&spec.scenarios[point.scenario]),
+        point.members,
+        point.vus,
+        point.mode,
+        strategies.join("+"),
+        round + 1
+    )
+}
+
+/// One run at `point`, with the servers watched.
+async fn measure_point(
+    client: &reqwest::Client,
+    spec: &MatrixSpec,
+    under_test: &FleetUnderTest,
+    point: Point,
+    strategies: &[Choice<InsertStrategy>],
+    label: &str,
+) -> (RunOutcome, ServerStats) {
+    let work = Arc::new(Workload::new(
+        spec.scenarios[point.scenario].clone(),
+        under_test.seeded.clone(),
+        point.members,
+    ));
+    let (outcome, stats) = measure(
+        client,
+        &under_test.watched,
+        work,
+        variants_for(strategies, point.mode.named()),
+        closed(point.vus, spec.duration, spec.think_time),
+        label,
+    )
+    .await;
+    let total = outcome.total();
+    eprintln!(
+        "{label}: {:.0} req/s, p95 {:.1} ms, errors {}",
+        total.requests() as f64 / outcome.elapsed.as_secs_f64(),
+        total.latencies.quantile_ms(0.95),
+        total.error_count()
+    );
+    (outcome, stats)
+}
+
+impl Accumulated {
+    /// Adds strategy number `i` of a run.
+    fn add(
+        &mut self,
+        (outcome, stats): &(RunOutcome, ServerStats),
+        i: usize,
+        strategy: Choice<InsertStrategy>,
+    ) {
+        if let Some(v) = outcome.variants.get(i) {
+            self.client.merge(v);
+        }
+        self.elapsed += outcome.elapsed.as_secs_f64();
+        self.dropped += outcome.dropped;
+        if let Some(h) = stats.hold_by_strategy.get(&strategy.to_string()) {
+            self.hold = self.hold.add(h);
+        }
+        self.stats.push(stats.clone());
+    }
+
+    /// The cell's figures.
+    fn into_cell(self, spec: &MatrixSpec, key: Key, server_count: usize) -> CellResult {
         let scenario = &spec.scenarios[key.scenario];
         let mut cell = CellResult {
             server: spec.variants[key.variant].name.clone(),
@@ -395,25 +451,98 @@ pub async fn run_matrix(
             concurrency_per_server: key.vus as f64 / server_count.max(1) as f64,
             ..CellResult::default()
         };
-        let runs = a.stats.len().max(1) as f64;
-        let elapsed_per_run = a.elapsed / runs;
+        let runs = self.stats.len().max(1) as f64;
+        let elapsed_per_run = self.elapsed / runs;
         // Throughput: requests of this strategy over the wall time of its
         // runs (in a mixed run each strategy had the whole run).
-        cell.set_client(&a.client, a.elapsed.max(elapsed_per_run), a.dropped);
-        let stats = merge_stats(&a.stats);
-        let hold = (a.hold.count > 0.0).then_some(&a.hold);
+        cell.set_client(
+            &self.client,
+            self.elapsed.max(elapsed_per_run),
+            self.dropped,
+        );
+        let stats = merge_stats(&self.stats);
+        let hold = (self.hold.count > 0.0).then_some(&self.hold);
         cell.set_server(&stats, hold);
         if let Some(rows) = scenario.rows_per_request() {
             // Import jobs: the rows they carried, not createChat's counter.
             cell.rows_per_s = cell.throughput_rps * rows as f64;
         }
-        if let Some(tps) = a.baseline_tps {
+        if let Some(tps) = self.baseline_tps {
             cell.pgbench_tps = tps;
             cell.pgbench_ratio = cell.throughput_rps / tps;
         }
-        cells.push(cell);
+        cell
     }
-    Ok(cells)
+}
+
+/// The pgbench baselines of one fleet's cells.
+struct Baseline<'a> {
+    database_url: &'a str,
+    variant: usize,
+    pool: u32,
+    server_count: usize,
+    seeded: &'a Seeded,
+}
+
+impl Baseline<'_> {
+    /// pgbench on each strategy's SQL at the database concurrency of each
+    /// cell (its VUs, capped by the pools in front of PostgreSQL); `tps`
+    /// keeps figures across fleets, since they depend only on members,
+    /// clients and strategy. A cell that left the strategy to the server
+    /// has no SQL to compare with.
+    async fn run(
+        &self,
+        spec: &MatrixSpec,
+        tps: &mut BTreeMap<(usize, usize, InsertStrategy), f64>,
+        acc: &mut BTreeMap<Key, Accumulated>,
+    ) -> Result<(), LoadError> {
+        for &members in &spec.members {
+            for &vus in &spec.vus {
+                let cap = if self.pool > 0 {
+                    self.pool as usize * self.server_count
+                } else {
+                    vus
+                };
+                let clients = vus.min(cap).max(1);
+                for strategy in spec.strategies.iter().filter_map(|s| s.named()) {
+                    let key = (members, clients, strategy);
+                    let measured = match tps.get(&key) {
+                        Some(&measured) => measured,
+                        None => {
+                            let bspec = BaselineSpec {
+                                database_url: self.database_url.to_owned(),
+                                strategy,
+                                members,
+                                clients,
+                                duration: spec.duration,
+                                users: self.seeded.users.clone(),
+                                work_dir: spec.work_dir.clone(),
+                            };
+                            let measured =
+                                tokio::task::spawn_blocking(move || baseline::run(&bspec))
+                                    .await??;
+                            eprintln!(
+                                "pgbench {strategy} m={members} clients={clients}: {measured:.0} tps"
+                            );
+                            tps.insert(key, measured);
+                            measured
+                        }
+                    };
+                    for (cell, a) in acc.iter_mut() {
+                        if cell.pool == self.pool
+                            && cell.variant == self.variant
+                            && cell.members == members
+                            && cell.vus == vus
+                            && cell.strategy == Choice(Some(strategy))
+                        {
+                            a.baseline_tps = Some(measured);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Merges the server stats of several runs: maxima of maxima, means of
