@@ -1,99 +1,124 @@
 //! SVG line charts of a run's cells (plotters, no fonts or network needed).
+//!
+//! A chart holds at most [`MAX_SERIES`] lines, so that each keeps a colour
+//! of its own: when more combinations vary, the chart is drawn as small
+//! multiples, one panel per value of the dimensions left over. Lines are
+//! named in words ("batch, 50 members, publishing off"), the run's context
+//! (pool, cell length, machine) is the subtitle, and a point whose requests
+//! failed is drawn as a red cross with its error share beside it, so a
+//! failing cell cannot hide behind a good-looking latency.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use plotters::prelude::*;
 
+use crate::error::LoadError;
 use crate::report::CellResult;
 use crate::scenario::Scenario;
 
-/// One line: its name and its points.
-pub type Series = (String, Vec<(f64, f64)>);
+/// Most lines in one panel.
+pub const MAX_SERIES: usize = 6;
 
-const PALETTE: [RGBColor; 8] = [
+const PALETTE: [RGBColor; MAX_SERIES] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),
-    RGBColor(214, 39, 40),
     RGBColor(148, 103, 189),
     RGBColor(140, 86, 75),
-    RGBColor(227, 119, 194),
     RGBColor(127, 127, 127),
 ];
 
-/// Draws `series` into an SVG file.
-pub fn line_chart(
-    path: &Path,
-    title: &str,
-    x_label: &str,
-    y_label: &str,
-    series: &[Series],
-) -> Result<(), String> {
-    let points = series.iter().flat_map(|(_, p)| p.iter());
-    let (mut x_max, mut y_max) = (0.0f64, 0.0f64);
-    for &(x, y) in points {
-        x_max = x_max.max(x);
-        y_max = y_max.max(y);
-    }
-    let x_max = if x_max > 0.0 { x_max * 1.05 } else { 1.0 };
-    let y_max = if y_max > 0.0 { y_max * 1.1 } else { 1.0 };
-    let root = SVGBackend::new(path, (800, 500)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| e.to_string())?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
-        .margin(15)
-        .x_label_area_size(45)
-        .y_label_area_size(65)
-        .build_cartesian_2d(0.0..x_max, 0.0..y_max)
-        .map_err(|e| e.to_string())?;
-    chart
-        .configure_mesh()
-        .x_desc(x_label)
-        .y_desc(y_label)
-        .draw()
-        .map_err(|e| e.to_string())?;
-    for (i, (name, pts)) in series.iter().enumerate() {
-        let color = PALETTE[i % PALETTE.len()];
-        let mut pts = pts.clone();
-        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-        chart
-            .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
-            .map_err(|e| e.to_string())?
-            .label(name.clone())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
-            });
-        chart
-            .draw_series(
-                pts.iter()
-                    .map(|&(x, y)| Circle::new((x, y), 3, color.filled())),
-            )
-            .map_err(|e| e.to_string())?;
-    }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperLeft)
-        .draw()
-        .map_err(|e| e.to_string())?;
-    root.present().map_err(|e| e.to_string())
+/// Failed requests are drawn in this colour, whatever their line's.
+const ERROR_RED: RGBColor = RGBColor(214, 39, 40);
+
+/// One point: x, y, and the share of the cell's requests that failed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Point {
+    /// The x value.
+    pub x: f64,
+    /// The y value.
+    pub y: f64,
+    /// Failed requests over all requests (0 when none failed).
+    pub error_share: f64,
 }
 
-fn group(
-    cells: &[CellResult],
-    key: impl Fn(&CellResult) -> String,
-    point: impl Fn(&CellResult) -> (f64, f64),
-) -> Vec<Series> {
-    let mut map: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
-    for c in cells {
-        map.entry(key(c)).or_default().push(point(c));
-    }
-    map.into_iter().collect()
+/// One line: its name and its points.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    /// Its name in words.
+    pub name: String,
+    /// Its points, in any order.
+    pub points: Vec<Point>,
 }
 
-/// chatlab's default pool size on this machine, marked in chart legends.
+/// One panel of a chart: a title (empty when the chart has one panel) and
+/// its lines.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Panel {
+    /// What the panel's cells share.
+    pub title: String,
+    /// At most [`MAX_SERIES`] lines.
+    pub series: Vec<Series>,
+}
+
+/// A chart's text.
+#[derive(Debug, Clone)]
+pub struct Labels<'a> {
+    /// The title.
+    pub title: &'a str,
+    /// The run's context: pool, cell length, machine.
+    pub subtitle: &'a str,
+    /// The x axis.
+    pub x: &'a str,
+    /// The y axis.
+    pub y: &'a str,
+}
+
+/// A dimension of the grid that can name a line or a panel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dimension {
+    /// The server variant.
+    Server,
+    /// The pool size.
+    Pool,
+    /// The scenario.
+    Scenario,
+    /// The insert strategy.
+    Strategy,
+    /// Members per chat.
+    Members,
+    /// The publish mode.
+    Mode,
+    /// Rows per import job.
+    ImportRows,
+}
+
+impl Dimension {
+    /// The cell's value of this dimension, in words.
+    fn words(self, c: &CellResult, default_pool: u32) -> String {
+        match self {
+            Self::Server => format!("server {}", c.server),
+            Self::Pool if c.pool_size == 0 => "the server's pool".to_owned(),
+            Self::Pool if c.pool_size == default_pool => {
+                format!("pool of {} (the default)", c.pool_size)
+            }
+            Self::Pool => format!("pool of {}", c.pool_size),
+            Self::Scenario => c.scenario.clone(),
+            Self::Strategy if c.strategy == "-" => "the server's strategy".to_owned(),
+            Self::Strategy => c.strategy.clone(),
+            Self::Members => format!("{} members", c.members),
+            Self::Mode if c.publish_mode == "-" => "the server's publish mode".to_owned(),
+            Self::Mode => format!("publishing {}", c.publish_mode),
+            Self::ImportRows => {
+                let rows = import_figures(c).map_or(0, |(rows, _)| rows);
+                format!("jobs of {rows} rows")
+            }
+        }
+    }
+}
+
+/// chatlab's default pool size on this machine, named in the lines.
 fn default_pool_size() -> u32 {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     chatlab_domain::limits::hikari_pool_size(cores)
@@ -109,133 +134,285 @@ fn import_figures(c: &CellResult) -> Option<(usize, usize)> {
     }
 }
 
-/// A line's name: the dimensions that vary across `cells`, except the one
-/// on the x axis.
-fn line_namer(cells: &[CellResult]) -> impl Fn(&CellResult) -> String {
-    let varies = |f: &dyn Fn(&CellResult) -> String| {
+/// Failed requests over all requests (`requests` counts both).
+fn error_share(c: &CellResult) -> f64 {
+    c.errors as f64 / c.requests.max(1) as f64
+}
+
+/// Splits `cells` into panels of at most [`MAX_SERIES`] lines. `dims` are
+/// the candidate dimensions, most line-worthy first; those with one value
+/// across the cells name nothing. Lines take the leading dimensions while
+/// their combinations fit; the rest become panels.
+pub fn panels(
+    cells: &[CellResult],
+    dims: &[Dimension],
+    point: impl Fn(&CellResult) -> (f64, f64),
+) -> Vec<Panel> {
+    let default_pool = default_pool_size();
+    let varying: Vec<Dimension> = dims
+        .iter()
+        .copied()
+        .filter(|d| {
+            cells
+                .iter()
+                .map(|c| d.words(c, default_pool))
+                .collect::<BTreeSet<_>>()
+                .len()
+                > 1
+        })
+        .collect();
+    let combinations = |ds: &[Dimension]| {
         cells
             .iter()
-            .map(f)
-            .collect::<std::collections::BTreeSet<_>>()
+            .map(|c| key(c, ds, default_pool))
+            .collect::<BTreeSet<_>>()
             .len()
-            > 1
     };
-    let server = varies(&|c| c.server.clone());
-    let pool = varies(&|c| c.pool_size.to_string());
-    let scenario = varies(&|c| c.scenario.clone());
-    let strategy = varies(&|c| c.strategy.clone()) || !(server || pool || scenario);
-    let members = varies(&|c| c.members.to_string());
-    let mode = varies(&|c| c.publish_mode.clone());
-    let default_pool = default_pool_size();
-    move |c: &CellResult| {
-        let mut parts = Vec::new();
-        if server {
-            parts.push(c.server.clone());
-        }
-        if pool {
-            parts.push(if c.pool_size == default_pool {
-                format!("pool={} (default: cores×2+1)", c.pool_size)
-            } else {
-                format!("pool={}", c.pool_size)
-            });
-        }
-        if scenario {
-            parts.push(c.scenario.clone());
-        }
-        if strategy {
-            parts.push(c.strategy.clone());
-        }
-        if members {
-            parts.push(format!("m={}", c.members));
-        }
-        if mode {
-            parts.push(c.publish_mode.clone());
-        }
-        parts.join(" ")
+    // As many leading dimensions name lines as fit in one panel (at least
+    // one, so a lone dimension with too many values still draws).
+    let mut split = varying.len();
+    while split > 1 && combinations(&varying[..split]) > MAX_SERIES {
+        split -= 1;
     }
+    let (line_dims, panel_dims) = varying.split_at(split.min(varying.len()));
+    let mut by_panel: BTreeMap<String, BTreeMap<String, Vec<Point>>> = BTreeMap::new();
+    for c in cells {
+        let (x, y) = point(c);
+        let line = key(c, line_dims, default_pool);
+        by_panel
+            .entry(key(c, panel_dims, default_pool))
+            .or_default()
+            .entry(if line.is_empty() {
+                "all cells".to_owned()
+            } else {
+                line
+            })
+            .or_default()
+            .push(Point {
+                x,
+                y,
+                error_share: error_share(c),
+            });
+    }
+    by_panel
+        .into_iter()
+        .flat_map(|(title, lines)| {
+            // A lone dimension with more values than colours: several panels.
+            let lines: Vec<Series> = lines
+                .into_iter()
+                .map(|(name, points)| Series { name, points })
+                .collect();
+            let chunks: Vec<Vec<Series>> =
+                lines.chunks(MAX_SERIES).map(<[Series]>::to_vec).collect();
+            let parts = chunks.len();
+            chunks
+                .into_iter()
+                .enumerate()
+                .map(move |(i, series)| Panel {
+                    title: if parts > 1 {
+                        format!("{title} ({} of {parts})", i + 1)
+                    } else {
+                        title.clone()
+                    },
+                    series,
+                })
+        })
+        .collect()
+}
+
+fn key(c: &CellResult, dims: &[Dimension], default_pool: u32) -> String {
+    dims.iter()
+        .map(|d| d.words(c, default_pool))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Draws `panels` into one SVG file, in a grid of at most two columns.
+pub fn draw(path: &Path, labels: &Labels<'_>, panels: &[Panel]) -> Result<(), LoadError> {
+    let err = |e: &dyn std::fmt::Display| LoadError::Chart {
+        name: path.display().to_string(),
+        message: e.to_string(),
+    };
+    let count = panels.len().max(1);
+    let cols = if count == 1 { 1 } else { 2 };
+    let rows = count.div_ceil(cols);
+    let (width, height) = (820 * cols as u32, 70 + 460 * rows as u32);
+    let root = SVGBackend::new(path, (width, height)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let (header, body) = root.split_vertically(70);
+    header
+        .draw(&Text::new(
+            labels.title.to_owned(),
+            (15, 10),
+            ("sans-serif", 22).into_font(),
+        ))
+        .map_err(|e| err(&e))?;
+    header
+        .draw(&Text::new(
+            labels.subtitle.to_owned(),
+            (15, 42),
+            ("sans-serif", 13).into_font().color(&RGBColor(90, 90, 90)),
+        ))
+        .map_err(|e| err(&e))?;
+    let areas = body.split_evenly((rows, cols));
+    for (area, panel) in areas.iter().zip(panels) {
+        draw_panel(area, labels, panel).map_err(|e| err(&e))?;
+    }
+    root.present().map_err(|e| err(&e))
+}
+
+fn draw_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    labels: &Labels<'_>,
+    panel: &Panel,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    let points = panel.series.iter().flat_map(|s| s.points.iter());
+    let (mut x_max, mut y_max) = (0.0f64, 0.0f64);
+    for p in points {
+        x_max = x_max.max(p.x);
+        y_max = y_max.max(p.y);
+    }
+    let x_max = if x_max > 0.0 { x_max * 1.05 } else { 1.0 };
+    // Headroom above the data for the legend, which then covers none of it.
+    let y_max = if y_max > 0.0 { y_max * 1.45 } else { 1.0 };
+    let mut chart = ChartBuilder::on(area)
+        .caption(&panel.title, ("sans-serif", 15))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..x_max, 0.0..y_max)?;
+    chart
+        .configure_mesh()
+        .x_desc(labels.x)
+        .y_desc(labels.y)
+        .draw()?;
+    for (i, series) in panel.series.iter().enumerate() {
+        let color = PALETTE[i % PALETTE.len()];
+        let mut pts: Vec<(f64, f64)> = series.points.iter().map(|p| (p.x, p.y)).collect();
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        chart
+            .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))?
+            .label(series.name.clone())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+            });
+        chart.draw_series(
+            series
+                .points
+                .iter()
+                .filter(|p| p.error_share == 0.0)
+                .map(|p| Circle::new((p.x, p.y), 3, color.filled())),
+        )?;
+        // Where requests failed: a red cross, and how many.
+        chart.draw_series(
+            series
+                .points
+                .iter()
+                .filter(|p| p.error_share > 0.0)
+                .map(|p| {
+                    EmptyElement::at((p.x, p.y))
+                        + Cross::new((0, 0), 5, ERROR_RED.stroke_width(2))
+                        + Text::new(
+                            format!("{:.1}% failed", p.error_share * 100.0),
+                            (6, -14),
+                            ("sans-serif", 11).into_font().color(&ERROR_RED),
+                        )
+                }),
+        )?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperLeft)
+        .draw()
 }
 
 /// The experiment's standard charts: throughput, p95 and peak pending
-/// requests against VUs (one line per combination of the dimensions that
-/// vary), connection use time against members, and for import jobs rows
-/// per second against parallelism. Returns the file names.
-pub fn standard(dir: &Path, cells: &[CellResult]) -> Result<Vec<String>, String> {
-    let line = line_namer(cells);
+/// requests against VUs, connection use time against members, and for
+/// import jobs rows per second against parallelism. `subtitle` is the
+/// run's context. Returns the file names.
+pub fn standard(
+    dir: &Path,
+    cells: &[CellResult],
+    subtitle: &str,
+) -> Result<Vec<String>, LoadError> {
+    use Dimension::*;
     let mut written = Vec::new();
-    let vus_values: std::collections::BTreeSet<usize> = cells.iter().map(|c| c.vus).collect();
-    if vus_values.len() > 1 {
-        line_chart(
-            &dir.join("throughput_vs_vus.svg"),
+    let mut chart = |file: &str, title: &str, x: &str, y: &str, panels: Vec<Panel>| {
+        draw(
+            &dir.join(file),
+            &Labels {
+                title,
+                subtitle,
+                x,
+                y,
+            },
+            &panels,
+        )?;
+        written.push(file.to_owned());
+        Ok::<_, LoadError>(())
+    };
+    let line_dims = [Strategy, Mode, Members, Pool, Server, Scenario];
+    let vus: BTreeSet<usize> = cells.iter().map(|c| c.vus).collect();
+    if vus.len() > 1 {
+        chart(
+            "throughput_vs_vus.svg",
             "Throughput vs virtual users",
             "virtual users",
             "requests per second",
-            &group(cells, &line, |c| (c.vus as f64, c.throughput_rps)),
+            panels(cells, &line_dims, |c| (c.vus as f64, c.throughput_rps)),
         )?;
-        line_chart(
-            &dir.join("p95_vs_vus.svg"),
-            "p95 latency vs virtual users",
+        chart(
+            "p95_vs_vus.svg",
+            "p95 latency vs virtual users (red crosses: cells whose requests failed)",
             "virtual users",
             "p95 latency (ms)",
-            &group(cells, &line, |c| (c.vus as f64, c.p95_ms)),
+            panels(cells, &line_dims, |c| (c.vus as f64, c.p95_ms)),
         )?;
-        line_chart(
-            &dir.join("pending_vs_vus.svg"),
+        chart(
+            "pending_vs_vus.svg",
             "Requests waiting for a connection (peak) vs virtual users",
             "virtual users",
             "pending requests, peak per server",
-            &group(cells, &line, |c| (c.vus as f64, c.pending_max)),
+            panels(cells, &line_dims, |c| (c.vus as f64, c.pending_max)),
         )?;
-        written.push("throughput_vs_vus.svg".to_owned());
-        written.push("p95_vs_vus.svg".to_owned());
-        written.push("pending_vs_vus.svg".to_owned());
     }
-    let members: std::collections::BTreeSet<usize> = cells.iter().map(|c| c.members).collect();
+    let members: BTreeSet<usize> = cells.iter().map(|c| c.members).collect();
     if members.len() > 1 {
-        let top_vus = vus_values.iter().max().copied().unwrap_or(0);
+        let top_vus = vus.iter().max().copied().unwrap_or(0);
         let at_top: Vec<CellResult> = cells.iter().filter(|c| c.vus == top_vus).cloned().collect();
-        line_chart(
-            &dir.join("use_time_vs_members.svg"),
+        chart(
+            "use_time_vs_members.svg",
             &format!("Connection use time vs members ({top_vus} VUs)"),
             "members per chat",
             "mean connection use time (ms)",
-            &group(
-                &at_top,
-                |c| format!("{} {}", c.strategy, c.publish_mode),
-                |c| (c.members as f64, c.use_time_mean_ms),
-            ),
+            panels(&at_top, &[Strategy, Mode, Pool, Server, Scenario], |c| {
+                (c.members as f64, c.use_time_mean_ms)
+            }),
         )?;
-        written.push("use_time_vs_members.svg".to_owned());
     }
     let imports: Vec<CellResult> = cells
         .iter()
         .filter(|c| import_figures(c).is_some())
         .cloned()
         .collect();
-    let parallelisms: std::collections::BTreeSet<usize> = imports
+    let parallelisms: BTreeSet<usize> = imports
         .iter()
         .filter_map(import_figures)
         .map(|(_, p)| p)
         .collect();
     if parallelisms.len() > 1 {
-        let series: Vec<Series> = group(
-            &imports,
-            |c| {
-                let (rows, _) = import_figures(c).unwrap_or_default();
-                format!("{} rows={rows} pool={}", c.server, c.pool_size)
-            },
-            |c| {
-                let (_, parallelism) = import_figures(c).unwrap_or_default();
-                (parallelism as f64, c.rows_per_s)
-            },
-        );
-        line_chart(
-            &dir.join("import_rows_per_s_vs_parallelism.svg"),
+        chart(
+            "import_rows_per_s_vs_parallelism.svg",
             "Import jobs: rows written per second vs parallelism",
             "chunks in flight (parallelism)",
             "rows per second",
-            &series,
+            panels(&imports, &[Pool, Server, ImportRows, Strategy], |c| {
+                let parallelism = import_figures(c).map_or(0, |(_, p)| p);
+                (parallelism as f64, c.rows_per_s)
+            }),
         )?;
-        written.push("import_rows_per_s_vs_parallelism.svg".to_owned());
     }
     Ok(written)
 }
@@ -244,33 +421,78 @@ pub fn standard(dir: &Path, cells: &[CellResult]) -> Result<Vec<String>, String>
 mod tests {
     use super::*;
 
+    fn cell(strategy: &str, members: usize, vus: usize, pool: u32, errors: u64) -> CellResult {
+        CellResult {
+            strategy: strategy.into(),
+            publish_mode: "off".into(),
+            members,
+            vus,
+            pool_size: pool,
+            requests: 100,
+            errors,
+            throughput_rps: (vus * 10 / members) as f64,
+            p95_ms: members as f64,
+            use_time_mean_ms: members as f64 / 10.0,
+            ..CellResult::default()
+        }
+    }
+
     #[test]
-    fn writes_svg_charts_for_a_grid() {
-        let dir = std::env::temp_dir().join(format!("chatlab-charts-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+    fn lines_are_named_in_words_and_one_panel_suffices_when_few_vary() {
+        let cells: Vec<CellResult> = ["per_row", "batch"]
+            .iter()
+            .flat_map(|s| [20, 50].map(|m| (s, m)))
+            .flat_map(|(s, m)| [30, 60].map(|v| cell(s, m, v, 20, 0)))
+            .collect();
+        let p = panels(&cells, &[Dimension::Strategy, Dimension::Members], |c| {
+            (c.vus as f64, c.throughput_rps)
+        });
+        assert_eq!(p.len(), 1);
+        let names: Vec<&str> = p[0].series.iter().map(|s| s.name.as_str()).collect();
+        assert!(names.contains(&"batch, 20 members"), "{names:?}");
+        assert_eq!(p[0].series.len(), 4);
+    }
+
+    #[test]
+    fn more_than_six_lines_become_small_multiples_by_the_dimension_left_over() {
+        // 3 strategies x 3 member counts x 4 pools = 36 lines: strategies x
+        // members (9) do not fit in one panel, so strategies name the lines
+        // and every (members, pool) pair is a panel.
         let mut cells = Vec::new();
-        for strategy in ["per_row", "batch"] {
-            for members in [20, 50] {
-                for vus in [30, 60] {
-                    cells.push(CellResult {
-                        strategy: strategy.into(),
-                        publish_mode: "off".into(),
-                        members,
-                        vus,
-                        throughput_rps: (vus * 10 / members) as f64,
-                        p95_ms: members as f64,
-                        use_time_mean_ms: members as f64 / 10.0,
-                        ..CellResult::default()
-                    });
+        for s in ["per_row", "batch", "unnest"] {
+            for m in [10, 20, 50] {
+                for pool in [5, 10, 20, 40] {
+                    for v in [10, 50] {
+                        cells.push(cell(s, m, v, pool, 0));
+                    }
                 }
             }
         }
-        let files = standard(&dir, &cells).unwrap();
-        assert_eq!(files.len(), 4);
-        for f in files {
-            let svg = std::fs::read_to_string(dir.join(&f)).unwrap();
-            assert!(svg.starts_with("<svg") && svg.contains("per_row"), "{f}");
-        }
+        let p = panels(
+            &cells,
+            &[Dimension::Strategy, Dimension::Members, Dimension::Pool],
+            |c| (c.vus as f64, c.p95_ms),
+        );
+        assert_eq!(p.len(), 12);
+        assert!(p.iter().all(|panel| panel.series.len() <= MAX_SERIES));
+        assert!(
+            p.iter()
+                .any(|panel| panel.title == "10 members, pool of 40"),
+            "{:?}",
+            p.iter().map(|x| &x.title).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn failed_requests_are_marked_where_they_happened() {
+        let dir = std::env::temp_dir().join(format!("chatlab-charts-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cells = vec![cell("batch", 50, 30, 0, 0), cell("batch", 50, 400, 0, 18)];
+        let files = standard(&dir, &cells, "pool: the server's; 10 s a cell").unwrap();
+        assert_eq!(files.len(), 3);
+        let p95 = std::fs::read_to_string(dir.join("p95_vs_vus.svg")).unwrap();
+        assert!(p95.contains("18.0% failed"), "the failing cell is marked");
+        assert!(p95.contains("10 s a cell"), "the subtitle is drawn");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

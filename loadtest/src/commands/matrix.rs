@@ -14,7 +14,9 @@ use crate::schedule::parse_duration;
 use crate::thresholds::Threshold;
 use crate::{baseline, charts, report};
 
-use super::{ServerArgs, check, fleet_spec, http_client, machine_note, results_dir};
+use super::{
+    ServerArgs, chart_subtitle, check, fleet_spec, http_client, machine_note, results_dir,
+};
 use crate::error::LoadError;
 
 #[derive(Debug, Args)]
@@ -152,10 +154,8 @@ pub(crate) async fn matrix(args: MatrixArgs) -> Result<bool, LoadError> {
             .map_or_else(|| args.servers.target.join(" "), |n| format!("{n} spawned")),
     );
     report::write(&out, &cells, &notes).map_err(|e| LoadError::file(&out, e))?;
-    let charts = charts::standard(&out, &cells).map_err(|message| LoadError::Chart {
-        name: out.display().to_string(),
-        message,
-    })?;
+    let subtitle = chart_subtitle(&args.pool_sizes, args.duration, args.rounds);
+    let charts = charts::standard(&out, &cells, &subtitle)?;
     println!("{}", report::to_markdown(&cells));
     println!("results: {} ({})", out.display(), charts.join(", "));
     Ok(check(&cells, &args.thresholds))

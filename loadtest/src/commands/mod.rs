@@ -116,6 +116,27 @@ pub(crate) fn machine_note() -> String {
     )
 }
 
+/// The charts' subtitle: pool, cell length, rounds and the machine.
+pub(crate) fn chart_subtitle(pool_sizes: &[u32], duration: Duration, rounds: usize) -> String {
+    let pools: Vec<String> = pool_sizes
+        .iter()
+        .map(|&p| {
+            if p == 0 {
+                "the server's".to_owned()
+            } else {
+                p.to_string()
+            }
+        })
+        .collect();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    format!(
+        "pool {}; {} a cell, {rounds} round(s); {cores} cores shared by PostgreSQL, the servers and the load tool; {}",
+        pools.join(", "),
+        humantime::format_duration(duration),
+        chrono::Utc::now().format("%Y-%m-%d")
+    )
+}
+
 /// Prints breaches; answers whether every threshold held.
 pub(crate) fn check(cells: &[CellResult], thresholds: &[Threshold]) -> bool {
     let mut ok = true;
