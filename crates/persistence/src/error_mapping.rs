@@ -37,6 +37,14 @@ enum Classified {
     Other,
 }
 
+/// By kind where diesel names one; by message for the SQLSTATEs it does
+/// not: 57014 (statement_timeout), 55P03 (lock_timeout), 40P01 (deadlock),
+/// 57P01 (admin shutdown, a terminated session) and 53300 (too many
+/// clients) all arrive as `Unknown`, and diesel's error information has no
+/// SQLSTATE accessor (diesel-rs/diesel#5232, open). Their messages are
+/// stable in the C locale, which every session pins where its role may
+/// (`session_settings::set_statements`), and startup warns when a session
+/// speaks another language.
 fn classify(err: &DieselError) -> Classified {
     let DieselError::DatabaseError(kind, info) = err else {
         return Classified::Other;
@@ -49,7 +57,9 @@ fn classify(err: &DieselError) -> Classified {
                 |c| format!("{c} already taken"),
             ))
         }
-        DatabaseErrorKind::ClosedConnection => {
+        // The socket broke or closed (diesel-async reports a failed send
+        // this way, libpq a closed connection).
+        DatabaseErrorKind::ClosedConnection | DatabaseErrorKind::UnableToSendCommand => {
             Classified::Unavailable(UnavailableReason::Connection)
         }
         DatabaseErrorKind::SerializationFailure => {

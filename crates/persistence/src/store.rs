@@ -438,6 +438,27 @@ impl PgStore {
 }
 
 impl PgStore {
+    /// The language a session's error messages come in (`lc_messages`):
+    /// `C` where the role could pin it. Timeouts, deadlocks and ended
+    /// sessions are told apart by English message text (see
+    /// `error_mapping`), so startup warns about any other.
+    pub async fn message_language(&self) -> Result<String, RepositoryError> {
+        self.db
+            .run(|s| {
+                async move {
+                    s.get_result::<_, String>(diesel::select(diesel::dsl::sql::<
+                        diesel::sql_types::Text,
+                    >(
+                        "current_setting('lc_messages')"
+                    )))
+                    .await
+                    .map_err(query_err)
+                }
+                .boxed()
+            })
+            .await
+    }
+
     /// Succeeds when a pooled connection answers a query.
     pub async fn ping(&self) -> Result<(), RepositoryError> {
         self.db

@@ -95,3 +95,17 @@ async fn a_statement_timeout_is_a_timeout_in_a_german_speaking_server() {
 async fn a_lock_timeout_is_a_timeout_in_a_german_speaking_server() {
     assert_timeout(&timed_out_create(Duration::ZERO, Duration::from_millis(300)).await);
 }
+
+/// Sessions pin English messages where the role may, so the store reports
+/// `C` even on a German-speaking server; startup warns about anything else.
+#[tokio::test]
+async fn sessions_speak_the_c_locale_where_the_role_may_pin_it() {
+    let db = TestDb::new().await;
+    german_database(&db).await;
+    let store = PgStore::new(
+        &db.config(),
+        &mut Registry::default(),
+        std::sync::Arc::new(NoBroker),
+    );
+    assert_eq!(store.message_language().await.unwrap(), "C");
+}
