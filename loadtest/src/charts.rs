@@ -236,10 +236,12 @@ pub fn draw(path: &Path, labels: &Labels<'_>, panels: &[Panel]) -> Result<(), Lo
     let count = panels.len().max(1);
     let cols = if count == 1 { 1 } else { 2 };
     let rows = count.div_ceil(cols);
-    let (width, height) = (820 * cols as u32, 70 + 460 * rows as u32);
+    let subtitle = wrap(labels.subtitle, if cols == 1 { 120 } else { 240 });
+    let header_height = 45 + 18 * subtitle.len() as u32;
+    let (width, height) = (820 * cols as u32, header_height + 460 * rows as u32);
     let root = SVGBackend::new(path, (width, height)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
-    let (header, body) = root.split_vertically(70);
+    let (header, body) = root.split_vertically(header_height);
     header
         .draw(&Text::new(
             labels.title.to_owned(),
@@ -247,18 +249,36 @@ pub fn draw(path: &Path, labels: &Labels<'_>, panels: &[Panel]) -> Result<(), Lo
             ("sans-serif", 22).into_font(),
         ))
         .map_err(|e| err(&e))?;
-    header
-        .draw(&Text::new(
-            labels.subtitle.to_owned(),
-            (15, 42),
-            ("sans-serif", 13).into_font().color(&RGBColor(90, 90, 90)),
-        ))
-        .map_err(|e| err(&e))?;
+    for (i, line) in subtitle.iter().enumerate() {
+        header
+            .draw(&Text::new(
+                line.clone(),
+                (15, 42 + 18 * i as i32),
+                ("sans-serif", 13).into_font().color(&RGBColor(90, 90, 90)),
+            ))
+            .map_err(|e| err(&e))?;
+    }
     let areas = body.split_evenly((rows, cols));
     for (area, panel) in areas.iter().zip(panels) {
         draw_panel(area, labels, panel).map_err(|e| err(&e))?;
     }
     root.present().map_err(|e| err(&e))
+}
+
+/// `text` in lines of at most `width` characters, broken after "; " where
+/// it can be and between words where it must.
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    for part in text.split("; ") {
+        match lines.last_mut() {
+            Some(line) if line.chars().count() + 2 + part.chars().count() <= width => {
+                line.push_str("; ");
+                line.push_str(part);
+            }
+            _ => lines.push(part.to_owned()),
+        }
+    }
+    lines
 }
 
 fn draw_panel<DB: DrawingBackend>(
@@ -314,7 +334,7 @@ fn draw_panel<DB: DrawingBackend>(
                         + Cross::new((0, 0), 5, ERROR_RED.stroke_width(2))
                         + Text::new(
                             format!("{:.1}% failed", p.error_share * 100.0),
-                            (6, -14),
+                            (-80, -18),
                             ("sans-serif", 11).into_font().color(&ERROR_RED),
                         )
                 }),

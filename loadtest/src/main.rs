@@ -36,7 +36,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::commands::{crosscheck, matrix, pgbench, run};
+use crate::commands::{charts as redraw, crosscheck, matrix, pgbench, run};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -55,6 +55,8 @@ enum Command {
     Run(run::RunArgs),
     /// A grid of runs, with tables and charts.
     Matrix(matrix::MatrixArgs),
+    /// Draw a run's charts again from its results.csv.
+    Charts(redraw::ChartsArgs),
     /// wrk and this harness against the same GET endpoint.
     Crosscheck(crosscheck::CrosscheckArgs),
     /// pgbench alone on each strategy's createChat SQL (users are seeded
@@ -77,6 +79,7 @@ async fn main() -> ExitCode {
         Command::Run(args) => run::run(args).await,
         Command::Matrix(args) => matrix::matrix(args).await,
         Command::Crosscheck(args) => crosscheck::crosscheck(args).await,
+        Command::Charts(args) => redraw::charts(args),
         Command::Baseline(args) => pgbench::pgbench_baseline(args).await,
         Command::BrokerCheck(args) => broker_check::run(args).await,
         Command::Fault(args) => fault::run(args).await,

@@ -4,12 +4,15 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use crate::error::LoadError;
 use crate::runner::VariantOutcome;
 use crate::sampler::ServerStats;
 use crate::thresholds::Figures;
 
-/// One cell of an experiment: what was asked and what it got.
-#[derive(Debug, Clone, Default)]
+/// One cell of an experiment: what was asked and what it got. Its fields
+/// are the columns of `results.csv`, which [`read_csv`] reads back.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(default)]
 pub struct CellResult {
     /// Server variant (`-`: the servers as they are).
     pub server: String,
@@ -132,6 +135,17 @@ impl CellResult {
             rps: self.throughput_rps,
         }
     }
+}
+
+/// The cells of a `results.csv` written by [`write`] (columns it lacks,
+/// from an older run, are left at zero).
+pub fn read_csv(path: &Path) -> Result<Vec<CellResult>, LoadError> {
+    let mut reader = csv::Reader::from_path(path)
+        .map_err(|e| LoadError::Usage(format!("{}: {e}", path.display())))?;
+    reader
+        .deserialize()
+        .collect::<Result<Vec<CellResult>, _>>()
+        .map_err(|e| LoadError::Usage(format!("{}: {e}", path.display())))
 }
 
 /// The CSV file: a header and one row per cell.
@@ -291,6 +305,27 @@ pub fn write(dir: &Path, cells: &[CellResult], notes: &str) -> std::io::Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn results_csv_reads_back_as_the_cells_it_was_written_from() {
+        let mut a = cell("batch", 843.0);
+        a.members = 50;
+        a.vus = 30;
+        a.errors = 3;
+        a.errors_by_status = "503:3".into();
+        a.scenario = "import:1000:1000:4".into();
+        let path = std::env::temp_dir().join(format!("chatlab-csv-{}.csv", std::process::id()));
+        std::fs::write(&path, to_csv(&[a.clone(), cell("per_row", 172.0)])).unwrap();
+        let back = read_csv(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(back.len(), 2);
+        assert_eq!(back[0].strategy, "batch");
+        assert_eq!(back[0].throughput_rps, 843.0);
+        assert_eq!((back[0].members, back[0].vus, back[0].errors), (50, 30, 3));
+        assert_eq!(back[0].errors_by_status, "503:3");
+        assert_eq!(back[0].scenario, "import:1000:1000:4");
+        assert_eq!(back[1].strategy, "per_row");
+    }
 
     fn cell(strategy: &str, rps: f64) -> CellResult {
         CellResult {

@@ -2,6 +2,7 @@
 //! the server arguments, the HTTP client, the spawned fleet's settings, the
 //! results folder and the machine note.
 
+pub(crate) mod charts;
 pub(crate) mod crosscheck;
 pub(crate) mod matrix;
 pub(crate) mod pgbench;
@@ -122,7 +123,7 @@ pub(crate) fn chart_subtitle(pool_sizes: &[u32], duration: Duration, rounds: usi
         .iter()
         .map(|&p| {
             if p == 0 {
-                "the server's".to_owned()
+                "the server's default".to_owned()
             } else {
                 p.to_string()
             }
@@ -130,7 +131,7 @@ pub(crate) fn chart_subtitle(pool_sizes: &[u32], duration: Duration, rounds: usi
         .collect();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     format!(
-        "pool {}; {} a cell, {rounds} round(s); {cores} cores shared by PostgreSQL, the servers and the load tool; {}",
+        "pool size {}; {} a cell, {rounds} round(s); {cores} cores shared by PostgreSQL, the servers and the load tool; {}",
         pools.join(", "),
         humantime::format_duration(duration),
         chrono::Utc::now().format("%Y-%m-%d")
