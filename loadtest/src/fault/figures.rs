@@ -8,6 +8,7 @@ use std::time::Duration;
 use super::checks::{ModeEvents, RowChecks, Sample};
 use super::inject::{Fault, Timeline};
 use super::load::{Outcome, Request};
+use chatlab_domain::PublishMode;
 
 /// Everything measured in one cell.
 #[derive(Debug, Clone, Default)]
@@ -101,16 +102,16 @@ fn success(o: Outcome) -> bool {
 pub fn from_requests(
     cell: &mut CellFigures,
     requests: &[Request],
-    modes: &[Option<String>],
+    modes: &[Option<PublishMode>],
     timeline: &Timeline,
 ) {
     cell.timeline = *timeline;
     for r in requests {
         let name = modes
             .get(r.mode)
-            .cloned()
+            .copied()
             .flatten()
-            .unwrap_or_else(|| "server's".to_owned());
+            .map_or_else(|| "server's".to_owned(), |m| m.to_string());
         let entry = cell.by_mode.entry(name).or_default();
         entry.0 += 1;
         if !success(r.outcome) {

@@ -13,6 +13,7 @@ use uuid::Uuid;
 
 use crate::scenario::{Rng, Seeded, pick_members};
 use crate::schedule::ArrivalSchedule;
+use chatlab_domain::PublishMode;
 
 /// What a request did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,7 +85,7 @@ pub struct LoadSpec {
     pub chat_name: String,
     /// Publish modes sent in `X-Chatlab-Publish-Mode`, request by request
     /// (`None`: no header, the server's own mode).
-    pub modes: Vec<Option<String>>,
+    pub modes: Vec<Option<PublishMode>>,
     /// Client deadline per request: a fixed one, or drawn uniformly from a
     /// range (the cancellation experiment hangs up at random points).
     pub deadline: (Duration, Duration),
@@ -208,7 +209,7 @@ async fn send(
     target: &str,
     path: &str,
     body: Value,
-    mode: Option<String>,
+    mode: Option<PublishMode>,
     deadline: Duration,
 ) -> (Outcome, bool, Option<Uuid>) {
     let mut request = client
@@ -216,7 +217,7 @@ async fn send(
         .json(&body)
         .timeout(deadline);
     if let Some(mode) = mode {
-        request = request.header("x-chatlab-publish-mode", mode);
+        request = request.header("x-chatlab-publish-mode", mode.as_str());
     }
     let resp = match request.send().await {
         Ok(resp) => resp,

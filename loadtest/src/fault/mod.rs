@@ -7,7 +7,9 @@
 //! outbox drained, nothing left checked out or idle in a transaction.
 //! Writes `table.md` (one row per fault × server variant) and each cell's
 //! audit and server log to the output directory.
+use crate::choice::Choice;
 use crate::error::LoadError;
+use chatlab_domain::PublishMode;
 
 mod checks;
 mod figures;
@@ -67,7 +69,7 @@ pub struct FaultArgs {
     /// Publish modes sent per request in `X-Chatlab-Publish-Mode`, in turn
     /// (`-`: no header).
     #[arg(long, value_delimiter = ',', default_value = "-")]
-    publish_modes: Vec<String>,
+    publish_modes: Vec<Choice<PublishMode>>,
     /// Requests per second.
     #[arg(long, default_value_t = 100.0)]
     rate: f64,
@@ -222,11 +224,7 @@ async fn run_cell(
         create_share: args.create_share,
         members: args.members,
         chat_name: tag.clone(),
-        modes: args
-            .publish_modes
-            .iter()
-            .map(|m| (m != "-").then(|| m.clone()))
-            .collect(),
+        modes: args.publish_modes.iter().map(|m| m.named()).collect(),
         deadline,
         max_in_flight: 2_000,
     });
@@ -345,7 +343,11 @@ fn notes(args: &FaultArgs, cells: &[(CellFigures, Vec<String>)]) -> String {
         args.fault_at.as_secs_f64(),
         args.down.as_secs_f64(),
         args.deadline,
-        args.publish_modes.join(","),
+        args.publish_modes
+            .iter()
+            .map(Choice::to_string)
+            .collect::<Vec<_>>()
+            .join(","),
         args.latency_bound.as_millis()
     );
     for (c, _) in cells {
