@@ -4,8 +4,9 @@
 - compose.yaml parses, every service has an image or a build whose context
   and Dockerfile exist, images are pinned (no `latest`), published ports bind
   to loopback, and every env var given to chatlab is one chatlab reads
-  (taken from crates/api/src/config.rs), so a typo fails here and not at
-  `docker compose up`.
+  (taken from .env.example, which is generated from the declared settings
+  and checked by a test), so a typo fails here and not at `docker compose
+  up`.
 - The Dockerfile's COPY sources exist, its bases are pinned, the last stage
   runs as a non-root user and exposes the port HTTP_ADDR names.
 """
@@ -25,10 +26,13 @@ def fail(msg):
 
 
 def known_settings():
-    text = (root / "crates/api/src/config.rs").read_text()
-    block = re.search(r"const KNOWN: &\[&str\] = &\[(.*?)\];", text, re.S)
-    names = set(re.findall(r'"([A-Z0-9_]+)"', block.group(1))) if block else set()
-    return names | {"RUST_LOG"}
+    # Every declared variable is a line `NAME=default`, or `# NAME=` when
+    # its default is computed at startup.
+    text = (root / ".env.example").read_text()
+    names = set(re.findall(r"^(?:# )?([A-Z][A-Z0-9_]*)=", text, re.M))
+    if not names:
+        fail(".env.example lists no settings")
+    return names
 
 
 def check_compose(path):
