@@ -16,8 +16,13 @@ const OWN_PREFIXES: &[&str] = &["CHATLAB_", "CHAT_", "DB_POOL_", "OUTBOX_"];
 const SHARED_PREFIXES: &[&str] = &["DB_", "HTTP_", "KAFKA_", "LOG_", "USERS_"];
 
 /// Variables under chatlab's prefixes read by its tests and tools, not by the
-/// server.
-pub const READ_BY_TOOLS: &[&str] = &["CHATLAB_TEST_DB_DRIVER", "KAFKA_TEST_BROKERS"];
+/// server: the test driver, the tools' install folder
+/// (`scripts/ensure-tool.sh`), the tests' broker.
+pub const READ_BY_TOOLS: &[&str] = &[
+    "CHATLAB_TEST_DB_DRIVER",
+    "CHATLAB_TOOLS",
+    "KAFKA_TEST_BROKERS",
+];
 
 /// Most edits (insertions, deletions, substitutions, swaps of neighbours)
 /// between a typo and the name it misses: two, and one for a name shorter
@@ -114,6 +119,7 @@ mod tests {
             "KAFKA_NODE_ID",
             "KAFKA_TEST_BROKERS",
             "CHATLAB_TEST_DB_DRIVER",
+            "CHATLAB_TOOLS",
             "LOG_LEVEL",
             "PATH",
             "DB_STATEMENT_TIMEOUT_MS",
