@@ -113,7 +113,7 @@ impl Application {
         let (ledger_stop, ledger_stopped) = watch::channel(false);
         let ledger = ledger.spawn(ledger_stopped);
         let store = PgStore::new(&settings.db, &mut registry, Arc::new(publisher.clone()));
-        warn_unless_english_messages(store.clone());
+        warn_unless_english_messages(&store).await;
         let relay = OutboxRelay::new(
             settings.db.url.clone(),
             &settings.db.session,
@@ -250,22 +250,25 @@ impl Application {
 /// by PostgreSQL's English message text (diesel hands out no SQLSTATE for
 /// them). Sessions pin `lc_messages = C` where their role may; when it may
 /// not and the server speaks another language, those errors would answer
-/// 500 instead of 503: say so once, in the background, without holding up
-/// startup (the database may not be up yet).
-fn warn_unless_english_messages(store: PgStore) {
-    tokio::spawn(async move {
-        match store.message_language().await {
-            Ok(lang) if lang == "C" || lang == "POSIX" || lang.starts_with("en") => {}
-            Ok(lang) => tracing::warn!(
-                lc_messages = %lang,
-                "PostgreSQL answers this role in {lang:?} and it may not set lc_messages: \
-                 timeouts and deadlocks will answer 500, not 503; grant it \
-                 `GRANT SET ON PARAMETER lc_messages TO <role>` (PostgreSQL 15+) or set \
-                 lc_messages = 'C' for the database"
-            ),
-            Err(e) => tracing::debug!(error = %e, "could not read lc_messages at startup"),
-        }
-    });
+/// 500 instead of 503: say so once, before serving. Bounded by a second,
+/// so a database that is not up yet delays startup by that at most (and is
+/// then not asked); done before the first request, so the connection it
+/// opens never mixes with the requests' in the pool's figures.
+async fn warn_unless_english_messages(store: &PgStore) {
+    let asked =
+        tokio::time::timeout(std::time::Duration::from_secs(1), store.message_language()).await;
+    match asked {
+        Ok(Ok(lang)) if lang == "C" || lang == "POSIX" || lang.starts_with("en") => {}
+        Ok(Ok(lang)) => tracing::warn!(
+            lc_messages = %lang,
+            "PostgreSQL answers this role in {lang:?} and it may not set lc_messages: \
+             timeouts and deadlocks will answer 500, not 503; grant it \
+             `GRANT SET ON PARAMETER lc_messages TO <role>` (PostgreSQL 15+) or set \
+             lc_messages = 'C' for the database"
+        ),
+        Ok(Err(e)) => tracing::debug!(error = %e, "could not read lc_messages at startup"),
+        Err(_) => tracing::debug!("lc_messages not read: the database did not answer within 1 s"),
+    }
 }
 
 /// `host:port/database` of a `postgres://` URL, without user, password or
