@@ -49,6 +49,9 @@ pub struct BaselineSpec {
 /// The pgbench script of one createChat with `members` (creator first).
 pub fn script(strategy: InsertStrategy, members: &[Uuid]) -> Result<String, String> {
     let creator = members.first().ok_or("a chat needs at least its creator")?;
+    if strategy == InsertStrategy::Single {
+        return Ok(single_script(creator, members));
+    }
     let mut s = String::from("BEGIN;\n");
     let _ = writeln!(
         s,
@@ -75,7 +78,7 @@ pub fn script(strategy: InsertStrategy, members: &[Uuid]) -> Result<String, Stri
                 rows.join(", ")
             );
         }
-        InsertStrategy::Unnest => {
+        InsertStrategy::Unnest | InsertStrategy::Single => {
             let ids: Vec<String> = members.iter().map(Uuid::to_string).collect();
             let _ = writeln!(
                 s,
@@ -93,11 +96,25 @@ pub fn script(strategy: InsertStrategy, members: &[Uuid]) -> Result<String, Stri
     Ok(s)
 }
 
+/// `single`'s one statement, in autocommit: no BEGIN, no COMMIT.
+fn single_script(creator: &Uuid, members: &[Uuid]) -> String {
+    let ids: Vec<String> = members.iter().map(Uuid::to_string).collect();
+    format!(
+        "WITH new_chat AS (INSERT INTO chats (id, name, creator_id, created_at, publish_mode) \
+         VALUES (gen_random_uuid(), 'pgbench', '{creator}', now(), 'off') RETURNING id), \
+         new_members AS (INSERT INTO chat_members (chat_id, user_id, joined_at) \
+         SELECT c.id, u.user_id, now() FROM new_chat c, unnest('{{{}}}'::uuid[]) AS u(user_id)) \
+         INSERT INTO messages (id, chat_id, sender_id, kind, body, created_at, publish_mode) \
+         SELECT gen_random_uuid(), c.id, NULL, 'system', 'room created', now(), 'off' FROM new_chat c;\n",
+        ids.join(",")
+    )
+}
+
 /// pgbench's protocol mode matching what chatlab sends for `strategy`.
 pub fn protocol(strategy: InsertStrategy) -> &'static str {
     match strategy {
         InsertStrategy::Batch => "extended",
-        InsertStrategy::PerRow | InsertStrategy::Unnest => "prepared",
+        InsertStrategy::PerRow | InsertStrategy::Unnest | InsertStrategy::Single => "prepared",
     }
 }
 
@@ -176,6 +193,10 @@ mod tests {
             assert!(s.starts_with("BEGIN;") && s.ends_with("COMMIT;\n"));
             assert!(s.contains("\\gset") && s.contains("'room created'"));
         }
+        let single = script(InsertStrategy::Single, &members).unwrap();
+        assert_eq!(single.matches(';').count(), 1, "one statement: {single}");
+        assert!(!single.contains("BEGIN") && !single.contains("COMMIT"));
+        assert!(single.contains("unnest('{") && single.contains("'room created'"));
         assert!(script(InsertStrategy::Batch, &[]).is_err());
         assert_eq!(protocol(InsertStrategy::Batch), "extended");
         assert_eq!(protocol(InsertStrategy::PerRow), "prepared");

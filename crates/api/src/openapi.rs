@@ -15,7 +15,7 @@ use crate::problem::{FieldProblem, Problem};
     info(
         title = "chatlab",
         description = "A chat-room backend built as a laboratory for the write path: \
-            createChat switches between per-row, batched and unnest member inserts, \
+            createChat switches between per-row, batched, unnest and one-statement writes, \
             and every pool and write metric is exposed for measurement.",
         license(name = "Apache-2.0")
     ),

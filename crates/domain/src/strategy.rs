@@ -18,11 +18,17 @@ pub enum InsertStrategy {
     /// One `INSERT ... SELECT ... FROM unnest($n::uuid[])`: three bind
     /// parameters for any member count, one cached prepared statement.
     Unnest,
+    /// The whole createChat as one statement (data-modifying CTEs around an
+    /// `unnest` of the members, and the outbox row in outbox mode): one
+    /// round trip, and no BEGIN/COMMIT of its own where the publish mode
+    /// needs no open transaction. Member inserts alone (import jobs) go as
+    /// `unnest`.
+    Single,
 }
 
 impl InsertStrategy {
     /// Every strategy, in a stable order.
-    pub const ALL: [InsertStrategy; 3] = [Self::PerRow, Self::Batch, Self::Unnest];
+    pub const ALL: [InsertStrategy; 4] = [Self::PerRow, Self::Batch, Self::Unnest, Self::Single];
 
     /// The name used in env vars, headers, metrics labels and logs.
     pub const fn as_str(self) -> &'static str {
@@ -30,6 +36,7 @@ impl InsertStrategy {
             Self::PerRow => "per_row",
             Self::Batch => "batch",
             Self::Unnest => "unnest",
+            Self::Single => "single",
         }
     }
 }
@@ -42,7 +49,7 @@ impl fmt::Display for InsertStrategy {
 
 /// A strategy name that is not one of `per_row`, `batch`, `unnest`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown insert strategy {0:?}: expected one of per_row, batch, unnest")]
+#[error("unknown insert strategy {0:?}: expected one of per_row, batch, unnest, single")]
 pub struct UnknownStrategy(pub String);
 
 impl FromStr for InsertStrategy {
@@ -53,6 +60,7 @@ impl FromStr for InsertStrategy {
             "per_row" | "per-row" | "perrow" => Ok(Self::PerRow),
             "batch" => Ok(Self::Batch),
             "unnest" => Ok(Self::Unnest),
+            "single" => Ok(Self::Single),
             _ => Err(UnknownStrategy(s.to_owned())),
         }
     }

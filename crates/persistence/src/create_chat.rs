@@ -11,7 +11,9 @@ use uuid::Uuid;
 use chatlab_domain::{CreateChat, InsertStrategy, MessageKind, PublishMode};
 
 use crate::models::{ChatRow, MemberRow, MessageRow};
-use crate::queries::InsertMembersUnnest;
+use crate::queries::{
+    CreateChatSingle, CreateChatSingleWithOutbox, InsertMembersUnnest, InsertOutboxRow, SingleRows,
+};
 use crate::schema::{chat_members, chats, messages};
 use crate::session::DbSession;
 
@@ -38,6 +40,14 @@ pub(crate) struct WriteCount {
     pub rows: u64,
 }
 
+/// A committed createChat's statements, rows and round trips (BEGIN and
+/// COMMIT included).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct ChatWrite {
+    pub count: WriteCount,
+    pub round_trips: u64,
+}
+
 impl WriteCount {
     fn add(self, other: WriteCount) -> WriteCount {
         WriteCount {
@@ -47,13 +57,17 @@ impl WriteCount {
     }
 }
 
-/// The three steps of createChat: chat row, member rows, system message.
+/// The three steps of createChat: chat row, member rows, system message;
+/// under `single`, one statement that does all three.
 pub(crate) async fn create_chat_inner(
     s: &mut DbSession,
     command: &CreateChat,
     strategy: InsertStrategy,
     mode: PublishMode,
 ) -> QueryResult<WriteCount> {
+    if strategy == InsertStrategy::Single {
+        return create_chat_single(s, command, mode, None).await;
+    }
     let chat_id = command.chat_id.as_uuid();
     s.execute(diesel::insert_into(chats::table).values(ChatRow {
         id: chat_id,
@@ -80,6 +94,44 @@ pub(crate) async fn create_chat_inner(
         statements: 2,
         rows: 2,
     }))
+}
+
+/// createChat as one statement ([`CreateChatSingle`]), with the event's
+/// outbox row in it when `outbox` is given. Outside a transaction it is its
+/// own: all of it commits, or none.
+pub(crate) async fn create_chat_single(
+    s: &mut DbSession,
+    command: &CreateChat,
+    mode: PublishMode,
+    outbox: Option<InsertOutboxRow>,
+) -> QueryResult<WriteCount> {
+    let rows = SingleRows {
+        chat_id: command.chat_id.as_uuid(),
+        name: command.name.clone(),
+        creator_id: command.creator_id.as_uuid(),
+        created_at: command.created_at,
+        publish_mode: mode.as_str(),
+        member_ids: command.member_ids.iter().map(|id| id.as_uuid()).collect(),
+        system_message_id: command.system_message_id.as_uuid(),
+        system_message_kind: MessageKind::System.as_str(),
+        system_message_body: command.system_message_body,
+        // The system message has no event of its own.
+        system_message_mode: PublishMode::Off.as_str(),
+    };
+    let members = rows.member_ids.len() as u64;
+    match outbox {
+        None => s.execute(CreateChatSingle { rows }).await?,
+        Some(outbox) => {
+            s.execute(CreateChatSingleWithOutbox { rows, outbox })
+                .await?
+        }
+    };
+    // The statement inserts every member or fails: the count it reports is
+    // the system message's row.
+    Ok(WriteCount {
+        statements: 1,
+        rows: members + 2,
+    })
 }
 
 /// Inserts one membership row per id, by `strategy`. The ids must be
@@ -121,8 +173,9 @@ pub(crate) async fn insert_members(
                 count.statements += 1;
             }
         }
-        // Three bind parameters for any count: one cached statement.
-        InsertStrategy::Unnest => {
+        // Three bind parameters for any count: one cached statement. Member
+        // rows alone (an import job) under `single` go the same way.
+        InsertStrategy::Unnest | InsertStrategy::Single => {
             count.rows += s
                 .execute(InsertMembersUnnest {
                     chat_id,

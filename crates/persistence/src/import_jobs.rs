@@ -98,7 +98,9 @@ async fn insert_messages(
                 count.statements += 1;
             }
         }
-        InsertStrategy::Unnest => {
+        // A job has no chat row to write with them: `single` writes its
+        // rows as `unnest` does.
+        InsertStrategy::Unnest | InsertStrategy::Single => {
             let Some(first) = rows.first() else {
                 return Ok(count);
             };

@@ -2,8 +2,9 @@
 //! COMMIT: the one place that knows the modes' behaviour. A write builds a
 //! [`PublishPlan`], runs [`PublishPlan::before_commit`] as its
 //! transaction's last step, and [`PublishPlan::after_commit`] once its
-//! connection is back in the pool; [`PublishPlan::needs_transaction`] says
-//! whether a one-statement write may skip BEGIN/COMMIT. Adding a mode means
+//! connection is back in the pool; [`PublishPlan::needs_transaction`] and
+//! [`PublishPlan::needs_open_transaction`] say whether a one-statement write
+//! may skip BEGIN/COMMIT. Adding a mode means
 //! a variant of [`PublishMode`] and an arm in each method here.
 
 use std::sync::Arc;
@@ -70,6 +71,30 @@ impl PublishPlan {
         }
     }
 
+    /// Whether the mode has work between the write's statements and COMMIT
+    /// that is not SQL (a send, an enqueue), so the write must hold a
+    /// transaction open. A one-statement write in any other mode can run
+    /// on its own, its outbox row (see [`Self::outbox_row`]) in the same
+    /// statement.
+    pub(crate) fn needs_open_transaction(&self) -> bool {
+        match self.mode {
+            PublishMode::InTxAwait | PublishMode::InTxEnqueue => true,
+            PublishMode::Off | PublishMode::AfterCommit | PublishMode::Outbox => false,
+        }
+    }
+
+    /// The event's outbox row, in outbox mode: what [`Self::before_commit`]
+    /// writes, for a write that puts it into its own statement instead.
+    pub(crate) fn outbox_row(&self) -> Option<InsertOutboxRow> {
+        let event = self.event.as_deref()?;
+        (self.mode == PublishMode::Outbox).then(|| outbox_row(event))
+    }
+
+    /// The statements [`Self::before_commit`] sends: one in outbox mode.
+    pub(crate) fn statements_before_commit(&self) -> u64 {
+        u64::from(self.mode == PublishMode::Outbox && self.event.is_some())
+    }
+
     /// The in-transaction step, placed last, just before COMMIT:
     /// `in_tx_await` then holds the connection for exactly one broker round
     /// trip, `in_tx_enqueue` hands over a record whose transaction can still
@@ -92,15 +117,7 @@ impl PublishPlan {
                 .enqueue(event, self.mode)
                 .map_err(TxError::Publish),
             PublishMode::Outbox => {
-                s.execute(InsertOutboxRow {
-                    event_id: event.event_id,
-                    chat_id: event.chat_id(),
-                    lock_key: lock_key(event.chat_id()),
-                    event_type: event.event_type(),
-                    payload: event.to_json(),
-                    created_at: event.occurred_at,
-                })
-                .await?;
+                s.execute(outbox_row(event)).await?;
                 Ok(())
             }
         }
@@ -129,5 +146,17 @@ impl PublishPlan {
                 }
             }
         }
+    }
+}
+
+/// The outbox row of `event`.
+fn outbox_row(event: &Event) -> InsertOutboxRow {
+    InsertOutboxRow {
+        event_id: event.event_id,
+        chat_id: event.chat_id(),
+        lock_key: lock_key(event.chat_id()),
+        event_type: event.event_type(),
+        payload: event.to_json(),
+        created_at: event.occurred_at,
     }
 }

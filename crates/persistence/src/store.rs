@@ -16,7 +16,7 @@ use chatlab_domain::{
 use tokio::sync::Notify;
 
 use crate::config::DbConfig;
-use crate::create_chat::{WriteCount, create_chat_inner, rows_per_statement};
+use crate::create_chat::{ChatWrite, create_chat_inner, create_chat_single, rows_per_statement};
 use crate::database::Database;
 use crate::error_mapping::{name_unknown_users, query_err};
 use crate::models::UserRow;
@@ -114,7 +114,7 @@ fn tx_err(e: TxError) -> RepositoryError {
 /// What createChat's unit of work hands back: rows written and how long
 /// the connection was held, or why it failed.
 struct Written {
-    count: WriteCount,
+    write: ChatWrite,
     held: std::time::Duration,
 }
 
@@ -195,16 +195,30 @@ async fn create_chat_work(
     mode: PublishMode,
     plan: &PublishPlan,
 ) -> Result<Written, RepositoryError> {
-    let outcome = s
-        .transaction(async |s| {
-            let written = create_chat_inner(s, command, strategy, mode).await?;
+    let outcome = if strategy == InsertStrategy::Single && !plan.needs_open_transaction() {
+        // One statement, its own transaction: the outbox row rides in it.
+        create_chat_single(s, command, mode, plan.outbox_row())
+            .await
+            .map(|count| ChatWrite {
+                count,
+                round_trips: 1,
+            })
+            .map_err(TxError::Db)
+    } else {
+        s.transaction(async |s| {
+            let count = create_chat_inner(s, command, strategy, mode).await?;
             plan.before_commit(s).await?;
-            Ok::<_, TxError>(written)
+            Ok::<_, TxError>(ChatWrite {
+                count,
+                // BEGIN, the statements, the outbox row, COMMIT.
+                round_trips: count.statements + plan.statements_before_commit() + 2,
+            })
         })
-        .await;
+        .await
+    };
     match outcome {
-        Ok(count) => Ok(Written {
-            count,
+        Ok(write) => Ok(Written {
+            write,
             held: s.held_for(),
         }),
         // An unknown creator or member: the transaction rolled back, so
@@ -242,13 +256,8 @@ impl PgStore {
                 })
                 .await?
         };
-        self.writes.record(
-            strategy,
-            mode,
-            written.count.statements,
-            written.count.rows,
-            written.held,
-        );
+        self.writes
+            .record(strategy, mode, written.write, written.held);
         plan.after_commit().await;
         Ok(ChatCreated {
             id: command.chat_id,

@@ -78,6 +78,9 @@ pub struct WriteMetrics {
     pub rows: Family<StrategyLabel, Counter>,
     /// Committed createChat transactions.
     pub chats: Family<StrategyLabel, Counter>,
+    /// Round trips to PostgreSQL of committed createChats: statements,
+    /// BEGIN and COMMIT, the outbox row.
+    pub round_trips: Family<StrategyLabel, Counter>,
     /// How long each committed createChat held its pooled connection, by
     /// strategy and publish mode: the pool's own use-time histogram mixes
     /// every checkout, this one lets a run that mixes them compare them.
@@ -99,6 +102,7 @@ impl WriteMetrics {
             statements: Family::default(),
             rows: Family::default(),
             chats: Family::default(),
+            round_trips: Family::default(),
             connection_hold: Family::new_with_constructor(new_histogram),
             import_rows: Family::default(),
             import_chunks: Family::default(),
@@ -117,6 +121,11 @@ impl WriteMetrics {
             "chatlab_create_chat_transactions",
             "Committed createChat transactions",
             m.chats.clone(),
+        );
+        registry.register(
+            "chatlab_create_chat_round_trips",
+            "Round trips to PostgreSQL of committed createChats (statements, BEGIN, COMMIT)",
+            m.round_trips.clone(),
         );
         registry.register_with_unit(
             "chatlab_create_chat_connection_hold",
@@ -162,12 +171,11 @@ impl WriteMetrics {
     }
 
     /// Records one committed createChat.
-    pub fn record(
+    pub(crate) fn record(
         &self,
         strategy: InsertStrategy,
         mode: PublishMode,
-        statements: u64,
-        rows: u64,
+        write: crate::create_chat::ChatWrite,
         held: Duration,
     ) {
         self.connection_hold
@@ -179,8 +187,13 @@ impl WriteMetrics {
         let label = StrategyLabel {
             strategy: strategy.as_str(),
         };
-        self.statements.get_or_create(&label).inc_by(statements);
-        self.rows.get_or_create(&label).inc_by(rows);
+        self.statements
+            .get_or_create(&label)
+            .inc_by(write.count.statements);
+        self.rows.get_or_create(&label).inc_by(write.count.rows);
+        self.round_trips
+            .get_or_create(&label)
+            .inc_by(write.round_trips);
         self.chats.get_or_create(&label).inc();
     }
 }

@@ -234,7 +234,7 @@ pub struct DeclaredSettings {
     )]
     pub http_shutdown_timeout_secs: u64,
 
-    /// `per_row`, `batch` or `unnest`
+    /// `per_row`, `batch`, `unnest` or `single`
     #[arg(
         long,
         global = true,

@@ -417,7 +417,10 @@ mod tests {
             matches!(&err, ConfigError::Invalid { var, value, .. } if var == "CHAT_INSERT_STRATEGY" && value == "bulk"),
             "{err:?}"
         );
-        assert!(err.to_string().contains("per_row, batch, unnest"), "{err}");
+        assert!(
+            err.to_string().contains("per_row, batch, unnest, single"),
+            "{err}"
+        );
         for (var, value) in [
             ("DB_POOL_MAX_SIZE", "0"),
             ("HTTP_ADDR", "localhost"),

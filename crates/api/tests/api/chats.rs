@@ -101,7 +101,13 @@ async fn with_overrides_each_request_picks_its_strategy_and_the_rows_agree() {
     .await;
     let users = app.bulk_users(50).await;
     let mut member_sets = Vec::new();
-    for strategy in [Some("per_row"), Some("batch"), Some("unnest"), None] {
+    for strategy in [
+        Some("per_row"),
+        Some("batch"),
+        Some("unnest"),
+        Some("single"),
+        None,
+    ] {
         let resp = app.create_chat(users[0], &users[1..], strategy).await;
         assert_eq!(resp.status(), StatusCode::CREATED);
         let used = resp.headers()["x-chatlab-insert-strategy"]
@@ -142,7 +148,7 @@ async fn with_overrides_each_request_picks_its_strategy_and_the_rows_agree() {
     assert!(member_sets.windows(2).all(|w| w[0] == w[1]));
 
     let metrics = app.metrics().await;
-    for s in ["per_row", "batch", "unnest"] {
+    for s in ["per_row", "batch", "unnest", "single"] {
         assert!(metrics.contains(&format!(
             "chatlab_create_chat_transactions_total{{strategy=\"{s}\"}}"
         )));

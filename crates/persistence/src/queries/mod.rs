@@ -4,11 +4,13 @@
 //! fixed-shape queries. (`diesel::sql_query` would not be cached: diesel
 //! marks raw SQL unsafe to cache, since it cannot know the text is fixed.)
 
+mod create_chat_single;
 mod insert_members_unnest;
 mod insert_messages_unnest;
 mod insert_outbox_row;
 mod insert_talk_if_member;
 
+pub use create_chat_single::{CreateChatSingle, CreateChatSingleWithOutbox, SingleRows};
 pub use insert_members_unnest::InsertMembersUnnest;
 pub use insert_messages_unnest::InsertMessagesUnnest;
 pub use insert_outbox_row::{InsertOutboxRow, RELAY_LOCK_CLASS, WRITER_LOCK_CLASS, lock_key};

@@ -32,8 +32,9 @@ async fn same_rows_for_every_strategy(member_count: usize) {
         assert_eq!(rows.messages[0].2, "room created");
         written.push(rows);
     }
-    assert_eq!(written[0], written[1], "per_row vs batch");
-    assert_eq!(written[0], written[2], "per_row vs unnest");
+    for (strategy, rows) in InsertStrategy::ALL.iter().zip(&written).skip(1) {
+        assert_eq!(written[0], *rows, "per_row vs {strategy}");
+    }
 }
 
 #[tokio::test]
@@ -85,17 +86,22 @@ async fn unknown_members_are_listed_and_nothing_is_written() {
     }
     // An unknown creator fails on the chat row itself.
     let ghost_creator = UserId::generate();
-    let err = f
-        .store
-        .create_chat(
-            command("room", ghost_creator, &users),
-            InsertStrategy::Batch,
-            PublishMode::Off,
-        )
-        .await
-        .unwrap_err();
-    assert!(matches!(err, RepositoryError::UnknownUsers(ref ids) if ids == &[ghost_creator]));
-    assert_eq!(row_counts(&mut conn).await, (0, 0, 0));
+    for strategy in [InsertStrategy::Batch, InsertStrategy::Single] {
+        let err = f
+            .store
+            .create_chat(
+                command("room", ghost_creator, &users),
+                strategy,
+                PublishMode::Off,
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, RepositoryError::UnknownUsers(ref ids) if ids == &[ghost_creator]),
+            "{strategy}: {err:?}"
+        );
+        assert_eq!(row_counts(&mut conn).await, (0, 0, 0), "{strategy}");
+    }
 }
 
 #[tokio::test]
@@ -105,7 +111,7 @@ async fn concurrent_creates_all_commit() {
     let mut tasks = Vec::new();
     for i in 0..24 {
         let store = f.store.clone();
-        let strategy = InsertStrategy::ALL[i % 3];
+        let strategy = InsertStrategy::ALL[i % InsertStrategy::ALL.len()];
         // Overlapping member sets: every chat shares users with the others.
         let members: Vec<UserId> = users.iter().skip(i).take(30).copied().collect();
         let cmd = command(&format!("room {i}"), users[0], &members);
@@ -128,7 +134,7 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
 
     /// Random member lists, with duplicates and with or without the creator,
-    /// give identical rows under all three strategies.
+    /// give identical rows under every strategy.
     #[test]
     fn random_member_lists_write_identical_rows(
         creator in 0usize..12,
@@ -154,8 +160,62 @@ proptest! {
             let stored: HashSet<UserId> =
                 written[0].members.iter().map(|(id, _)| UserId::from_uuid(*id)).collect();
             assert_eq!(stored, expected);
-            assert_eq!(written[0], written[1]);
-            assert_eq!(written[0], written[2]);
+            for rows in &written[1..] {
+                assert_eq!(&written[0], rows);
+            }
         });
     }
+}
+
+/// `single` in outbox mode: the event's row is part of the one statement,
+/// with the same event type and chat as the other strategies write; and an
+/// unknown member leaves neither the chat nor its outbox row behind.
+#[tokio::test]
+async fn single_writes_the_outbox_row_in_its_one_statement_or_nothing() {
+    use chatlab_persistence::schema::outbox;
+    use diesel::prelude::*;
+    use diesel_async::RunQueryDsl;
+
+    let f = fixture().await;
+    let users = seed_users(&f.store, 5).await;
+    let mut conn = f.db.connect().await;
+    let mut events = Vec::new();
+    for strategy in [InsertStrategy::Batch, InsertStrategy::Single] {
+        let created = f
+            .store
+            .create_chat(
+                command("room", users[0], &users[1..]),
+                strategy,
+                PublishMode::Outbox,
+            )
+            .await
+            .unwrap();
+        let rows: Vec<(String, uuid::Uuid)> = outbox::table
+            .filter(outbox::chat_id.eq(created.id.as_uuid()))
+            .select((outbox::event_type, outbox::chat_id))
+            .load(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(rows.len(), 1, "{strategy}: one outbox row");
+        events.push(rows[0].0.clone());
+    }
+    assert_eq!(events, ["chat.created", "chat.created"]);
+
+    let before: i64 = outbox::table.count().get_result(&mut conn).await.unwrap();
+    let err = f
+        .store
+        .create_chat(
+            command("room", users[0], &[users[1], UserId::generate()]),
+            InsertStrategy::Single,
+            PublishMode::Outbox,
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, RepositoryError::UnknownUsers(_)), "{err:?}");
+    let after: i64 = outbox::table.count().get_result(&mut conn).await.unwrap();
+    assert_eq!(
+        after, before,
+        "no outbox row for a chat that was not written"
+    );
+    assert_eq!(row_counts(&mut conn).await.0, 2, "only the two chats above");
 }

@@ -99,3 +99,40 @@ async fn batch_and_unnest_send_three_statements_for_fifty_members() {
         );
     }
 }
+
+/// Round trips per committed createChat of 50 members: BEGIN, each
+/// statement, the outbox row, COMMIT; `single` is one statement on its own,
+/// its outbox row inside it.
+#[tokio::test]
+async fn round_trips_are_counted_per_strategy_and_mode() {
+    let f = fixture().await;
+    let users = seed_users(&f.store, 50).await;
+    let round_trips = |strategy: InsertStrategy| {
+        let mut text = String::new();
+        encode(&mut text, &f.registry).unwrap();
+        chatlab_testdb::sample(
+            &text,
+            &format!("chatlab_create_chat_round_trips_total{{strategy=\"{strategy}\"}}"),
+        )
+        .unwrap_or(0.0)
+    };
+    for (strategy, mode, expected) in [
+        (InsertStrategy::PerRow, PublishMode::Off, 54.0),
+        (InsertStrategy::Batch, PublishMode::Off, 5.0),
+        (InsertStrategy::Unnest, PublishMode::Off, 5.0),
+        (InsertStrategy::Single, PublishMode::Off, 1.0),
+        (InsertStrategy::Batch, PublishMode::Outbox, 6.0),
+        (InsertStrategy::Single, PublishMode::Outbox, 1.0),
+    ] {
+        let before = round_trips(strategy);
+        f.store
+            .create_chat(command("room", users[0], &users[1..]), strategy, mode)
+            .await
+            .unwrap();
+        assert_eq!(
+            round_trips(strategy) - before,
+            expected,
+            "{strategy} {mode}"
+        );
+    }
+}
