@@ -85,9 +85,9 @@ RUNS ?= 50
 .PHONY: help run build release test fmt fmt-check lint layering settings-docs schema-check deps-check openapi openapi-check \
         docker-check k6-check db db-stop broker broker-stop ci clean-testdbs
 
-demo: load-build load-db ## The main job: per_row vs batch vs unnest at 50 members on embedded defaults, as a table
+demo: load-build load-db ## The main job: per_row vs batch vs unnest vs single at 50 members on embedded defaults: the table and a two-line verdict
 	$(LOAD) matrix --name demo --spawn 1 --database-url $(LOAD_DATABASE_URL) \
-	    --strategies per_row,batch,unnest --members 50 $(DEMO_ARGS)
+	    --strategies per_row,batch,unnest,single --members 50 --rounds 2 $(DEMO_ARGS)
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-20s %s\n", $$1, $$2}'

@@ -173,6 +173,7 @@ struct Accumulated {
     stats: Vec<ServerStats>,
     hold: HistogramSnapshot,
     baseline_tps: Option<f64>,
+    seed_baseline_tps: Option<f64>,
 }
 
 /// The servers of one (variant, pool size) pair, seeded and warmed up.
@@ -471,6 +472,10 @@ impl Accumulated {
             cell.pgbench_tps = tps;
             cell.pgbench_ratio = cell.throughput_rps / tps;
         }
+        if let Some(tps) = self.seed_baseline_tps {
+            cell.pgbench_seed_tps = tps;
+            cell.pgbench_seed_ratio = cell.throughput_rps / tps;
+        }
         cell
     }
 }
@@ -485,11 +490,12 @@ struct Baseline<'a> {
 }
 
 impl Baseline<'_> {
-    /// pgbench on each strategy's SQL at the database concurrency of each
-    /// cell (its VUs, capped by the pools in front of PostgreSQL); `tps`
-    /// keeps figures across fleets, since they depend only on members,
-    /// clients and strategy. A cell that left the strategy to the server
-    /// has no SQL to compare with.
+    /// pgbench on each strategy's SQL, and on the seed's SQL (batch's
+    /// three-INSERT transaction), at the database concurrency of each cell
+    /// (its VUs, capped by the pools in front of PostgreSQL); `tps` keeps
+    /// figures across fleets, since they depend only on members, clients
+    /// and strategy. A cell that left the strategy to the server has no SQL
+    /// to compare with.
     async fn run(
         &self,
         spec: &MatrixSpec,
@@ -504,30 +510,12 @@ impl Baseline<'_> {
                     vus
                 };
                 let clients = vus.min(cap).max(1);
+                // The seed's SQL: the three-INSERT transaction of batch.
+                let seed = self
+                    .measure(spec, tps, members, clients, InsertStrategy::Batch)
+                    .await?;
                 for strategy in spec.strategies.iter().filter_map(|s| s.named()) {
-                    let key = (members, clients, strategy);
-                    let measured = match tps.get(&key) {
-                        Some(&measured) => measured,
-                        None => {
-                            let bspec = BaselineSpec {
-                                database_url: self.database_url.to_owned(),
-                                strategy,
-                                members,
-                                clients,
-                                duration: spec.duration,
-                                users: self.seeded.users.clone(),
-                                work_dir: spec.work_dir.clone(),
-                            };
-                            let measured =
-                                tokio::task::spawn_blocking(move || baseline::run(&bspec))
-                                    .await??;
-                            eprintln!(
-                                "pgbench {strategy} m={members} clients={clients}: {measured:.0} tps"
-                            );
-                            tps.insert(key, measured);
-                            measured
-                        }
-                    };
+                    let own = self.measure(spec, tps, members, clients, strategy).await?;
                     for (cell, a) in acc.iter_mut() {
                         if cell.pool == self.pool
                             && cell.variant == self.variant
@@ -535,13 +523,45 @@ impl Baseline<'_> {
                             && cell.vus == vus
                             && cell.strategy == Choice(Some(strategy))
                         {
-                            a.baseline_tps = Some(measured);
+                            a.baseline_tps = Some(own);
+                            a.seed_baseline_tps = Some(seed);
                         }
                     }
                 }
             }
         }
         Ok(())
+    }
+}
+
+impl Baseline<'_> {
+    /// pgbench's tps on `strategy`'s SQL at `clients`, measured once per
+    /// (members, clients, strategy) across the whole matrix.
+    async fn measure(
+        &self,
+        spec: &MatrixSpec,
+        tps: &mut BTreeMap<(usize, usize, InsertStrategy), f64>,
+        members: usize,
+        clients: usize,
+        strategy: InsertStrategy,
+    ) -> Result<f64, LoadError> {
+        let key = (members, clients, strategy);
+        if let Some(&measured) = tps.get(&key) {
+            return Ok(measured);
+        }
+        let bspec = BaselineSpec {
+            database_url: self.database_url.to_owned(),
+            strategy,
+            members,
+            clients,
+            duration: spec.duration,
+            users: self.seeded.users.clone(),
+            work_dir: spec.work_dir.clone(),
+        };
+        let measured = tokio::task::spawn_blocking(move || baseline::run(&bspec)).await??;
+        eprintln!("pgbench {strategy} m={members} clients={clients}: {measured:.0} tps");
+        tps.insert(key, measured);
+        Ok(measured)
     }
 }
 

@@ -31,6 +31,7 @@ mod sampler;
 mod scenario;
 mod schedule;
 mod thresholds;
+mod verdict;
 
 use std::process::ExitCode;
 

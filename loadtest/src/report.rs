@@ -78,6 +78,16 @@ pub struct CellResult {
     pub pgbench_tps: f64,
     /// throughput_rps / pgbench_tps.
     pub pgbench_ratio: f64,
+    /// pgbench's tps on the seed's SQL (batch's three-INSERT transaction)
+    /// at the cell's database concurrency.
+    pub pgbench_seed_tps: f64,
+    /// throughput_rps / pgbench_seed_tps.
+    pub pgbench_seed_ratio: f64,
+    /// Round trips to PostgreSQL of one committed createChat (0: none in
+    /// the cell).
+    pub round_trips: f64,
+    /// The servers' CPU time per answered request, microseconds.
+    pub cpu_us_per_request: f64,
 }
 
 impl CellResult {
@@ -105,6 +115,23 @@ impl CellResult {
         s: &ServerStats,
         strategy_hold: Option<&crate::prom::HistogramSnapshot>,
     ) {
+        // createChat's round trips, of this cell's strategy where the run
+        // mixed them, else of all of them.
+        let (trips, chats) = match s.round_trips_by_strategy.get(&self.strategy) {
+            Some(&pair) => pair,
+            None => s
+                .round_trips_by_strategy
+                .values()
+                .fold((0.0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1)),
+        };
+        self.round_trips = if chats > 0.0 { trips / chats } else { 0.0 };
+        // The servers' CPU over the requests answered: in a run that mixed
+        // strategies, shared by all of them.
+        self.cpu_us_per_request = if self.requests > 0 {
+            s.cpu_seconds * 1e6 / self.requests as f64
+        } else {
+            0.0
+        };
         self.used_max = s.used_max;
         self.used_mean = s.used_mean;
         self.pending_max = s.pending_max;
@@ -184,13 +211,17 @@ pub fn to_csv(cells: &[CellResult]) -> String {
         "cpu_percent",
         "pgbench_tps",
         "pgbench_ratio",
+        "round_trips",
+        "cpu_us_per_request",
+        "pgbench_seed_tps",
+        "pgbench_seed_ratio",
     ];
     out.push_str(&header.join(","));
     out.push('\n');
     for c in cells {
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{:.2},{:.1},{:.2},{:.2},{:.2},{:.2},{},{},{},{},{},{:.2},{},{:.3},{:.3},{:.3},{:.3},{},{:.1},{:.1},{:.1},{:.1},{:.1},{:.3}",
+            "{},{},{},{},{},{},{},{},{:.2},{:.1},{:.2},{:.2},{:.2},{:.2},{},{},{},{},{},{:.2},{},{:.3},{:.3},{:.3},{:.3},{},{:.1},{:.1},{:.1},{:.1},{:.1},{:.3},{:.1},{:.0},{:.1},{:.3}",
             c.server,
             c.strategy,
             c.publish_mode,
@@ -222,7 +253,11 @@ pub fn to_csv(cells: &[CellResult]) -> String {
             c.rss_max_mb,
             c.cpu_percent,
             c.pgbench_tps,
-            c.pgbench_ratio
+            c.pgbench_ratio,
+            c.round_trips,
+            c.cpu_us_per_request,
+            c.pgbench_seed_tps,
+            c.pgbench_seed_ratio
         );
     }
     out
@@ -232,23 +267,23 @@ pub fn to_csv(cells: &[CellResult]) -> String {
 pub fn to_markdown(cells: &[CellResult]) -> String {
     let with_baseline = cells.iter().any(|c| c.pgbench_tps > 0.0);
     let mut out = String::from(
-        "| server | pool | scenario | strategy | mode | members | VUs | req/server | active (max) | pending (max) | throughput (req/s) | p95 ms | median ms | p99 ms | use time mean / p95 ms | INSERTs/s | rows/s | errors | RSS MiB | CPU % |",
+        "| server | pool | scenario | strategy | mode | members | VUs | req/server | active (max) | pending (max) | throughput (req/s) | p95 ms | median ms | p99 ms | use time mean / p95 ms | round trips | INSERTs/s | rows/s | errors | RSS MiB | CPU % | CPU µs/req |",
     );
     if with_baseline {
-        out.push_str(" pgbench tps | ratio |");
+        out.push_str(" pgbench tps | ratio | pgbench tps, seed's SQL | ratio to it |");
     }
     out.push('\n');
     out.push_str(
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     );
     if with_baseline {
-        out.push_str("---|---|");
+        out.push_str("---|---|---|---|");
     }
     out.push('\n');
     for c in cells {
         let _ = write!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} | {:.1} | {:.1} | {:.2} / {:.2} | {:.0} | {:.0} | {} | {:.1} | {:.0} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} | {:.1} | {:.1} | {:.2} / {:.2} | {} | {:.0} | {:.0} | {} | {:.1} | {:.0} | {:.0} |",
             c.server,
             if c.pool_size > 0 {
                 c.pool_size.to_string()
@@ -269,22 +304,30 @@ pub fn to_markdown(cells: &[CellResult]) -> String {
             c.p99_ms,
             c.use_time_mean_ms,
             c.use_time_p95_ms,
+            if c.round_trips > 0.0 {
+                format!("{:.1}", c.round_trips)
+            } else {
+                "-".to_owned()
+            },
             c.inserts_per_s,
             c.rows_per_s,
             c.errors,
             c.rss_max_mb,
-            c.cpu_percent
+            c.cpu_percent,
+            c.cpu_us_per_request
         );
         if with_baseline {
             if c.pgbench_tps > 0.0 {
                 let _ = write!(
                     out,
-                    " {:.0} | {:.0}% |",
+                    " {:.0} | {:.0}% | {:.0} | {:.0}% |",
                     c.pgbench_tps,
-                    100.0 * c.pgbench_ratio
+                    100.0 * c.pgbench_ratio,
+                    c.pgbench_seed_tps,
+                    100.0 * c.pgbench_seed_ratio
                 );
             } else {
-                out.push_str(" | |");
+                out.push_str(" | | | |");
             }
         }
         out.push('\n');

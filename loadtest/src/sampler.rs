@@ -36,6 +36,11 @@ pub struct ServerStats {
     pub rss_max_mib: f64,
     /// CPU used by all servers, percent of one core.
     pub cpu_percent: f64,
+    /// CPU seconds used by all servers during the run.
+    pub cpu_seconds: f64,
+    /// Round trips and committed createChats per strategy during the run
+    /// (all servers): their quotient is the round trips of one createChat.
+    pub round_trips_by_strategy: BTreeMap<String, (f64, f64)>,
 }
 
 /// A running sampler.
@@ -161,10 +166,24 @@ fn summarise(stats: &mut ServerStats, watches: &[Watch], elapsed: f64) {
             let entry = stats.hold_by_strategy.entry(strategy.clone()).or_default();
             *entry = entry.add(&h);
         }
+        for s in last.matching("chatlab_create_chat_round_trips_total", &[]) {
+            let Some(strategy) = s.labels.get("strategy") else {
+                continue;
+            };
+            let labels = [("strategy", strategy.as_str())];
+            let delta = |name: &str| last.sum(name, &labels) - first.sum(name, &labels);
+            let entry = stats
+                .round_trips_by_strategy
+                .entry(strategy.clone())
+                .or_default();
+            entry.0 += delta("chatlab_create_chat_round_trips_total");
+            entry.1 += delta("chatlab_create_chat_transactions_total");
+        }
         if let (Some(a), Some(b)) = (w.cpu_start, w.cpu_end) {
             cpu += b - a;
         }
     }
+    stats.cpu_seconds = cpu;
     stats.rows_per_s = rows / elapsed;
     stats.inserts_per_s = inserts / elapsed;
     stats.cpu_percent = 100.0 * cpu / elapsed;

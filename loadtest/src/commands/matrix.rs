@@ -153,10 +153,18 @@ pub(crate) async fn matrix(args: MatrixArgs) -> Result<bool, LoadError> {
             .spawn
             .map_or_else(|| args.servers.target.join(" "), |n| format!("{n} spawned")),
     );
+    let verdict = crate::verdict::verdict(&cells);
+    let notes = match &verdict {
+        Some(v) => format!("{notes}\n{v}\n"),
+        None => notes,
+    };
     report::write(&out, &cells, &notes).map_err(|e| LoadError::file(&out, e))?;
     let subtitle = chart_subtitle(&args.pool_sizes, args.duration, args.rounds);
     let charts = charts::standard(&out, &cells, &subtitle)?;
     println!("{}", report::to_markdown(&cells));
+    if let Some(v) = verdict {
+        println!("{v}\n");
+    }
     println!("results: {} ({})", out.display(), charts.join(", "));
     Ok(check(&cells, &args.thresholds))
 }

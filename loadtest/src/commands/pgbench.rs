@@ -20,7 +20,11 @@ pub(crate) struct BaselineArgs {
     #[command(flatten)]
     servers: ServerArgs,
     /// Strategies.
-    #[arg(long, value_delimiter = ',', default_value = "per_row,batch,unnest")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "per_row,batch,unnest,single"
+    )]
     strategies: Vec<InsertStrategy>,
     /// Members per chat.
     #[arg(long, value_delimiter = ',', default_value = "50")]

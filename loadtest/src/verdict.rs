@@ -1,0 +1,111 @@
+//! The verdict of a run that compares strategies on otherwise equal cells:
+//! two lines a newcomer can read without the table.
+
+use crate::report::CellResult;
+
+/// Two lines: which strategy won and by how much, and what each held of
+/// its connection and how many round trips it took. `None` unless the
+/// cells differ by strategy alone (one cell per strategy, at least two).
+pub fn verdict(cells: &[CellResult]) -> Option<String> {
+    let first = cells.first()?;
+    let same_setting = cells.iter().all(|c| {
+        (
+            &c.server,
+            &c.scenario,
+            &c.publish_mode,
+            c.members,
+            c.vus,
+            c.pool_size,
+        ) == (
+            &first.server,
+            &first.scenario,
+            &first.publish_mode,
+            first.members,
+            first.vus,
+            first.pool_size,
+        )
+    });
+    if cells.len() < 2 || !same_setting {
+        return None;
+    }
+    let mut ranked: Vec<&CellResult> = cells.iter().collect();
+    ranked.sort_by(|a, b| b.throughput_rps.total_cmp(&a.throughput_rps));
+    let best = ranked[0];
+    let others: Vec<String> = ranked[1..]
+        .iter()
+        .map(|c| {
+            format!(
+                "{:.2}× {} ({:.0})",
+                best.throughput_rps / c.throughput_rps.max(1e-9),
+                c.strategy,
+                c.throughput_rps
+            )
+        })
+        .collect();
+    let held: Vec<String> = ranked
+        .iter()
+        .map(|c| {
+            let trips = if c.round_trips > 0.0 {
+                format!(", {:.0} round trips", c.round_trips)
+            } else {
+                String::new()
+            };
+            format!("{} {:.2} ms{trips}", c.strategy, c.use_time_mean_ms)
+        })
+        .collect();
+    Some(format!(
+        "Verdict: {} won at {:.0} req/s: {} ({} members, {} VUs).\n\
+         Connection held per request, mean: {}.",
+        best.strategy,
+        best.throughput_rps,
+        others.join(", "),
+        first.members,
+        first.vus,
+        held.join("; ")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell(strategy: &str, rps: f64, held: f64, trips: f64) -> CellResult {
+        CellResult {
+            strategy: strategy.into(),
+            members: 50,
+            vus: 20,
+            throughput_rps: rps,
+            use_time_mean_ms: held,
+            round_trips: trips,
+            ..CellResult::default()
+        }
+    }
+
+    #[test]
+    fn names_the_winner_its_margins_and_what_each_held() {
+        let cells = [
+            cell("per_row", 180.0, 25.0, 54.0),
+            cell("batch", 800.0, 5.5, 5.0),
+            cell("single", 1000.0, 3.0, 1.0),
+        ];
+        let v = verdict(&cells).unwrap();
+        assert!(
+            v.starts_with(
+                "Verdict: single won at 1000 req/s: 1.25× batch (800), 5.56× per_row (180)"
+            ),
+            "{v}"
+        );
+        assert!(
+            v.contains("single 3.00 ms, 1 round trips; batch 5.50 ms, 5 round trips"),
+            "{v}"
+        );
+    }
+
+    #[test]
+    fn says_nothing_when_more_than_the_strategy_varies() {
+        let mut other = cell("batch", 800.0, 5.5, 5.0);
+        other.members = 20;
+        assert!(verdict(&[cell("per_row", 180.0, 25.0, 54.0), other]).is_none());
+        assert!(verdict(&[cell("batch", 800.0, 5.5, 5.0)]).is_none());
+    }
+}
