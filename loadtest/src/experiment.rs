@@ -174,6 +174,10 @@ struct Accumulated {
     hold: HistogramSnapshot,
     baseline_tps: Option<f64>,
     seed_baseline_tps: Option<f64>,
+    /// The servers' CPU seconds of this cell's requests: a run's CPU, split
+    /// by the share of its requests that were this cell's (runs that mix
+    /// strategies share one CPU figure).
+    cpu_seconds: f64,
 }
 
 /// The servers of one (variant, pool size) pair, seeded and warmed up.
@@ -428,6 +432,10 @@ impl Accumulated {
     ) {
         if let Some(v) = outcome.variants.get(i) {
             self.client.merge(v);
+            let all = outcome.total().requests();
+            if all > 0 {
+                self.cpu_seconds += stats.cpu_seconds * v.requests() as f64 / all as f64;
+            }
         }
         self.elapsed += outcome.elapsed.as_secs_f64();
         self.dropped += outcome.dropped;
@@ -464,6 +472,9 @@ impl Accumulated {
         let stats = merge_stats(&self.stats);
         let hold = (self.hold.count > 0.0).then_some(&self.hold);
         cell.set_server(&stats, hold);
+        if cell.requests > 0 {
+            cell.cpu_us_per_request = self.cpu_seconds * 1e6 / cell.requests as f64;
+        }
         if let Some(rows) = scenario.rows_per_request() {
             // Import jobs: the rows they carried, not createChat's counter.
             cell.rows_per_s = cell.throughput_rps * rows as f64;
@@ -581,6 +592,15 @@ fn merge_stats(all: &[ServerStats]) -> ServerStats {
         out.timeouts += s.timeouts;
         out.use_time = out.use_time.add(&s.use_time);
         out.wait_time = out.wait_time.add(&s.wait_time);
+        out.cpu_seconds += s.cpu_seconds;
+        for (strategy, (trips, chats)) in &s.round_trips_by_strategy {
+            let entry = out
+                .round_trips_by_strategy
+                .entry(strategy.clone())
+                .or_default();
+            entry.0 += trips;
+            entry.1 += chats;
+        }
     }
     out
 }

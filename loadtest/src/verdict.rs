@@ -46,7 +46,12 @@ pub fn verdict(cells: &[CellResult]) -> Option<String> {
         .iter()
         .map(|c| {
             let trips = if c.round_trips > 0.0 {
-                format!(", {:.0} round trips", c.round_trips)
+                let plural = if (c.round_trips - 1.0).abs() < 0.05 {
+                    ""
+                } else {
+                    "s"
+                };
+                format!(", {:.0} round trip{plural}", c.round_trips)
             } else {
                 String::new()
             };
@@ -96,7 +101,7 @@ mod tests {
             "{v}"
         );
         assert!(
-            v.contains("single 3.00 ms, 1 round trips; batch 5.50 ms, 5 round trips"),
+            v.contains("single 3.00 ms, 1 round trip; batch 5.50 ms, 5 round trips"),
             "{v}"
         );
     }
