@@ -23,7 +23,7 @@ use secrecy::{ExposeSecret, SecretString};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::timeout_at;
 
-use crate::blocking_manager::{BlockingConnectError, BlockingManager, connect_blocking};
+use crate::blocking_manager::{BlockingManager, connect_blocking};
 use crate::config::{DbConfig, Driver, Pooling};
 use crate::connect_failures::ConnectFailures;
 use crate::errors::PersistenceError;
@@ -54,8 +54,20 @@ struct Inner {
     max_size: u32,
     /// Unpooled only: connections open right now.
     live: Arc<AtomicU32>,
-    /// Blocking pool only: its manager's latest failed connect.
+    /// Pooled only: the pool manager's latest failed connect.
     connect_failures: ConnectFailures,
+}
+
+impl Inner {
+    /// Why a wait for a connection that began at `since` timed out: a
+    /// connect failed meanwhile (the database is unreachable), or every
+    /// connection stayed busy. Neither pool tells the two apart itself.
+    fn timed_out(&self, since: Instant) -> PersistenceError {
+        match self.connect_failures.since(since) {
+            Some(e) => PersistenceError::Connect(Box::new(e)),
+            None => PersistenceError::PoolTimeout,
+        }
+    }
 }
 
 /// The database connections of one process, with metrics on every
@@ -207,11 +219,7 @@ impl Database {
                 Ok(Err(RunError::User(e))) => Err(PersistenceError::Connect(Box::new(e))),
                 // bb8 reports a checkout whose connects all failed as a
                 // timeout: tell it from a busy pool by what happened.
-                Ok(Err(RunError::TimedOut)) | Err(_) => match inner.connect_failures.since(started)
-                {
-                    Some(e) => Err(PersistenceError::Connect(Box::new(e))),
-                    None => Err(PersistenceError::PoolTimeout),
-                },
+                Ok(Err(RunError::TimedOut)) | Err(_) => Err(inner.timed_out(started)),
             },
             (None, Ok(permit)) => {
                 let opened =
@@ -290,14 +298,8 @@ impl Database {
                         inner.metrics.clone(),
                         None,
                     )),
-                    // A connect failed while this checkout waited: the
-                    // database is unreachable, not the pool busy.
-                    Err(_) => match inner.connect_failures.since(asked) {
-                        Some(e) => Err(PersistenceError::Connect(Box::new(
-                            BlockingConnectError::Connect(e),
-                        ))),
-                        None => Err(PersistenceError::PoolTimeout),
-                    },
+                    // r2d2's error is only text: what happened decides.
+                    Err(_) => Err(inner.timed_out(asked)),
                 }
             }
             None => {
@@ -350,12 +352,8 @@ impl Database {
         match timeout_at(deadline, queue.clone().acquire_owned()).await {
             Ok(Ok(permit)) => Ok(Some(permit)),
             // Timed out in the queue (the semaphore is never closed): the
-            // ones ahead held every turn, and if connects failed meanwhile,
-            // that is why.
-            Ok(Err(_)) | Err(_) => match self.inner.connect_failures.since(asked) {
-                Some(e) => Err(PersistenceError::Connect(Box::new(e))),
-                None => Err(PersistenceError::PoolTimeout),
-            },
+            // ones ahead held every turn.
+            Ok(Err(_)) | Err(_) => Err(self.inner.timed_out(asked)),
         }
     }
 
