@@ -62,13 +62,11 @@ impl PublishPlan {
         }
     }
 
-    /// Whether the mode has a step inside the transaction, so that even a
+    /// Whether the mode has a step inside the transaction (the broker, or
+    /// the outbox row as a statement of its own), so that even a
     /// one-statement write must open one.
     pub(crate) fn needs_transaction(&self) -> bool {
-        match self.mode {
-            PublishMode::Off | PublishMode::AfterCommit => false,
-            PublishMode::InTxAwait | PublishMode::InTxEnqueue | PublishMode::Outbox => true,
-        }
+        self.needs_open_transaction() || self.writes_outbox()
     }
 
     /// Whether the mode has work between the write's statements and COMMIT
@@ -86,13 +84,18 @@ impl PublishPlan {
     /// The event's outbox row, in outbox mode: what [`Self::before_commit`]
     /// writes, for a write that puts it into its own statement instead.
     pub(crate) fn outbox_row(&self) -> Option<InsertOutboxRow> {
-        let event = self.event.as_deref()?;
-        (self.mode == PublishMode::Outbox).then(|| outbox_row(event))
+        let event = self.event.as_deref().filter(|_| self.writes_outbox())?;
+        Some(outbox_row(event))
     }
 
     /// The statements [`Self::before_commit`] sends: one in outbox mode.
     pub(crate) fn statements_before_commit(&self) -> u64 {
-        u64::from(self.mode == PublishMode::Outbox && self.event.is_some())
+        u64::from(self.writes_outbox())
+    }
+
+    /// Whether the write carries an outbox row.
+    fn writes_outbox(&self) -> bool {
+        self.mode == PublishMode::Outbox && self.event.is_some()
     }
 
     /// The in-transaction step, placed last, just before COMMIT:
