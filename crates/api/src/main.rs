@@ -134,7 +134,11 @@ async fn audit(
     settle_secs: u64,
     every_event: bool,
 ) -> ExitCode {
-    telemetry::init(LogFormat::Pretty, "warn");
+    // Quieter than the server by default; RUST_LOG still applies.
+    telemetry::init(
+        LogFormat::Pretty,
+        &std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".to_owned()),
+    );
     let settings = match settings {
         Ok(s) => s,
         Err(e) => {

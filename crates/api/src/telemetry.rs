@@ -1,5 +1,5 @@
-//! Logs through `tracing`: `RUST_LOG` filters (default `info`),
-//! `LOG_FORMAT=json|pretty` picks the output. Every request gets a span with
+//! Logs through `tracing`: `RUST_LOG` (or `--rust-log`) filters, default
+//! `info`, `LOG_FORMAT=json|pretty` picks the output. Every request gets a span with
 //! method, route, status and, on writes, the insert strategy and publish
 //! mode used. A
 //! finished request is logged at `debug` when it succeeded (so that a load
@@ -14,10 +14,12 @@ use tracing_subscriber::EnvFilter;
 
 use crate::config::LogFormat;
 
-/// Installs the global subscriber; a second call (tests) is a no-op.
-pub fn init(format: LogFormat, default_filter: &str) {
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
+/// Installs the global subscriber with `filter` (tracing's `EnvFilter`
+/// syntax), as the caller resolved it: the server's settings already read
+/// `RUST_LOG` and `--rust-log`, so the environment is not read again here,
+/// and the flag keeps its precedence. A second call (tests) is a no-op.
+pub fn init(format: LogFormat, filter: &str) {
+    let filter = EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("info"));
     // Colour codes only on a terminal: a log file or a pipe gets plain text.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

@@ -45,7 +45,8 @@ pub async fn spawn_app_with(extra: &[(&str, &str)]) -> TestApp {
 
 pub async fn spawn_on(db: TestDb, extra: &[(&str, &str)]) -> TestApp {
     if std::env::var_os("TEST_LOG").is_some() {
-        chatlab_api::telemetry::init(LogFormat::Pretty, "debug");
+        let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "debug".to_owned());
+        chatlab_api::telemetry::init(LogFormat::Pretty, &filter);
     }
     let mut vars: HashMap<String, String> = HashMap::from([
         ("DATABASE_URL".into(), db.url().to_owned()),
