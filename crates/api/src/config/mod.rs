@@ -134,11 +134,6 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// Reads the process environment (no flags).
-    pub fn from_env() -> Result<Self, ConfigError> {
-        Self::from_vars(process_vars())
-    }
-
     /// Reads the given variables (tests pass their own).
     pub fn from_vars(vars: HashMap<String, String>) -> Result<Self, ConfigError> {
         let only: SettingsOnly = parse([OsString::from("chatlab")], &vars)?;

@@ -51,11 +51,6 @@ pub fn settings() -> Vec<SettingDoc> {
         .collect()
 }
 
-/// The names of every declared variable.
-pub fn known_vars() -> Vec<String> {
-    settings().into_iter().map(|s| s.var).collect()
-}
-
 /// `.env.example`: every variable with its default, grouped, with its doc as
 /// a comment; a variable without a fixed default is commented out.
 pub fn env_example() -> String {
