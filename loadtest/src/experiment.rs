@@ -469,12 +469,11 @@ impl Accumulated {
             self.elapsed.max(elapsed_per_run),
             self.dropped,
         );
-        let stats = merge_stats(&self.stats);
+        let mut stats = merge_stats(&self.stats);
+        // This cell's share of the runs' CPU, not every strategy's.
+        stats.cpu_seconds = self.cpu_seconds;
         let hold = (self.hold.count > 0.0).then_some(&self.hold);
         cell.set_server(&stats, hold);
-        if cell.requests > 0 {
-            cell.cpu_us_per_request = self.cpu_seconds * 1e6 / cell.requests as f64;
-        }
         if let Some(rows) = scenario.rows_per_request() {
             // Import jobs: the rows they carried, not createChat's counter.
             cell.rows_per_s = cell.throughput_rps * rows as f64;
@@ -543,9 +542,7 @@ impl Baseline<'_> {
         }
         Ok(())
     }
-}
 
-impl Baseline<'_> {
     /// pgbench's tps on `strategy`'s SQL at `clients`, measured once per
     /// (members, clients, strategy) across the whole matrix.
     async fn measure(
@@ -592,7 +589,6 @@ fn merge_stats(all: &[ServerStats]) -> ServerStats {
         out.timeouts += s.timeouts;
         out.use_time = out.use_time.add(&s.use_time);
         out.wait_time = out.wait_time.add(&s.wait_time);
-        out.cpu_seconds += s.cpu_seconds;
         for (strategy, (trips, chats)) in &s.round_trips_by_strategy {
             let entry = out
                 .round_trips_by_strategy

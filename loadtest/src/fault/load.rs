@@ -156,7 +156,7 @@ pub async fn run(
         tasks.push(tokio::spawn(async move {
             let (outcome, retry_after, id) = match body {
                 Some((path, body)) => {
-                    let header = spec.modes.get(mode).cloned().flatten();
+                    let header = spec.modes.get(mode).copied().flatten();
                     send(&client, &target, &path, body, header, deadline).await
                 }
                 None => (Outcome::Status(0), false, None),
