@@ -1,5 +1,5 @@
-//! How createChat writes its member rows. The three strategies write exactly
-//! the same rows; they differ in statements, round trips and server work.
+//! How createChat writes its member rows. The strategies write exactly the
+//! same rows; they differ in statements, round trips and server work.
 
 use std::fmt;
 use std::str::FromStr;
@@ -24,11 +24,26 @@ pub enum InsertStrategy {
     /// needs no open transaction. Member inserts alone (import jobs) go as
     /// `unnest`.
     Single,
+    /// `unnest`'s statements, BEGIN to COMMIT, sent without waiting for
+    /// each answer: one flight on the async driver (diesel-async pipelines
+    /// futures polled together on one connection). Where the publish mode
+    /// holds the transaction open for the broker, the statements are one
+    /// flight between BEGIN and COMMIT. The blocking driver has no pipeline
+    /// (diesel's `PgConnection` does not expose libpq's pipeline mode), so
+    /// there it sends the same statements one by one. Member inserts alone
+    /// (import jobs) go as `unnest`.
+    Pipeline,
 }
 
 impl InsertStrategy {
     /// Every strategy, in a stable order.
-    pub const ALL: [InsertStrategy; 4] = [Self::PerRow, Self::Batch, Self::Unnest, Self::Single];
+    pub const ALL: [InsertStrategy; 5] = [
+        Self::PerRow,
+        Self::Batch,
+        Self::Unnest,
+        Self::Single,
+        Self::Pipeline,
+    ];
 
     /// The name used in env vars, headers, metrics labels and logs.
     pub const fn as_str(self) -> &'static str {
@@ -37,6 +52,7 @@ impl InsertStrategy {
             Self::Batch => "batch",
             Self::Unnest => "unnest",
             Self::Single => "single",
+            Self::Pipeline => "pipeline",
         }
     }
 }
@@ -47,9 +63,9 @@ impl fmt::Display for InsertStrategy {
     }
 }
 
-/// A strategy name that is not one of `per_row`, `batch`, `unnest`.
+/// A strategy name that is not one of [`InsertStrategy::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown insert strategy {0:?}: expected one of per_row, batch, unnest, single")]
+#[error("unknown insert strategy {0:?}: expected one of per_row, batch, unnest, single, pipeline")]
 pub struct UnknownStrategy(pub String);
 
 impl FromStr for InsertStrategy {
@@ -61,6 +77,7 @@ impl FromStr for InsertStrategy {
             "batch" => Ok(Self::Batch),
             "unnest" => Ok(Self::Unnest),
             "single" => Ok(Self::Single),
+            "pipeline" => Ok(Self::Pipeline),
             _ => Err(UnknownStrategy(s.to_owned())),
         }
     }

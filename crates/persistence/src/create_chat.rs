@@ -15,7 +15,7 @@ use crate::queries::{
     CreateChatSingle, CreateChatSingleWithOutbox, InsertMembersUnnest, InsertOutboxRow, SingleRows,
 };
 use crate::schema::{chat_members, chats, messages};
-use crate::session::DbSession;
+use crate::session::{DbSession, Piped, Pipelined};
 
 /// PostgreSQL's limit on bind parameters in one statement (a 16-bit count in
 /// the wire protocol's Bind message).
@@ -58,42 +58,103 @@ impl WriteCount {
 }
 
 /// The three steps of createChat: chat row, member rows, system message;
-/// under `single`, one statement that does all three.
+/// under `single`, one statement that does all three; under `pipeline`,
+/// unnest's three statements in one flight. The caller holds the
+/// transaction open; the round trips are the body's own.
 pub(crate) async fn create_chat_inner(
     s: &mut DbSession,
     command: &CreateChat,
     strategy: InsertStrategy,
     mode: PublishMode,
-) -> QueryResult<WriteCount> {
-    if strategy == InsertStrategy::Single {
-        return create_chat_single(s, command, mode, None).await;
+) -> QueryResult<ChatWrite> {
+    match strategy {
+        InsertStrategy::Single => {
+            let count = create_chat_single(s, command, mode, None).await?;
+            return Ok(ChatWrite {
+                count,
+                round_trips: 1,
+            });
+        }
+        InsertStrategy::Pipeline => {
+            let pipelined = s
+                .pipelined(pipeline_statements(command, mode, None))
+                .await?;
+            return Ok(ChatWrite {
+                count: pipeline_count(&pipelined),
+                round_trips: pipelined.round_trips,
+            });
+        }
+        InsertStrategy::PerRow | InsertStrategy::Batch | InsertStrategy::Unnest => {}
     }
     let chat_id = command.chat_id.as_uuid();
-    s.execute(diesel::insert_into(chats::table).values(ChatRow {
-        id: chat_id,
+    s.execute(diesel::insert_into(chats::table).values(chat_row(command, mode)))
+        .await?;
+    let members: Vec<Uuid> = command.member_ids.iter().map(|id| id.as_uuid()).collect();
+    let written = insert_members(s, chat_id, &members, command.created_at, strategy).await?;
+    s.execute(diesel::insert_into(messages::table).values(system_message_row(command)))
+        .await?;
+    let count = written.add(WriteCount {
+        statements: 2,
+        rows: 2,
+    });
+    Ok(ChatWrite {
+        count,
+        round_trips: count.statements,
+    })
+}
+
+/// The chat row of `command`.
+fn chat_row(command: &CreateChat, mode: PublishMode) -> ChatRow {
+    ChatRow {
+        id: command.chat_id.as_uuid(),
         name: command.name.clone(),
         creator_id: command.creator_id.as_uuid(),
         created_at: command.created_at,
         publish_mode: mode.as_str().to_owned(),
-    }))
-    .await?;
-    let members: Vec<Uuid> = command.member_ids.iter().map(|id| id.as_uuid()).collect();
-    let written = insert_members(s, chat_id, &members, command.created_at, strategy).await?;
-    s.execute(diesel::insert_into(messages::table).values(MessageRow {
+    }
+}
+
+/// The "room created" system message of `command`.
+fn system_message_row(command: &CreateChat) -> MessageRow {
+    MessageRow {
         id: command.system_message_id.as_uuid(),
-        chat_id,
+        chat_id: command.chat_id.as_uuid(),
         sender_id: None,
         kind: MessageKind::System.as_str().to_owned(),
         body: command.system_message_body.to_owned(),
         created_at: command.created_at,
         // The system message has no event of its own.
         publish_mode: PublishMode::Off.as_str().to_owned(),
-    }))
-    .await?;
-    Ok(written.add(WriteCount {
-        statements: 2,
-        rows: 2,
-    }))
+    }
+}
+
+/// `pipeline`'s statements: unnest's chat row, members and system message,
+/// and the event's outbox row when `outbox` is given.
+pub(crate) fn pipeline_statements(
+    command: &CreateChat,
+    mode: PublishMode,
+    outbox: Option<InsertOutboxRow>,
+) -> Vec<Piped> {
+    let mut statements = vec![
+        Piped::new(diesel::insert_into(chats::table).values(chat_row(command, mode))),
+        Piped::new(InsertMembersUnnest {
+            chat_id: command.chat_id.as_uuid(),
+            joined_at: command.created_at,
+            user_ids: command.member_ids.iter().map(|id| id.as_uuid()).collect(),
+        }),
+        Piped::new(diesel::insert_into(messages::table).values(system_message_row(command))),
+    ];
+    statements.extend(outbox.map(Piped::new));
+    statements
+}
+
+/// The INSERTs and rows of `pipeline`'s three createChat statements (the
+/// outbox row, when there is one, is not a createChat row).
+pub(crate) fn pipeline_count(pipelined: &Pipelined) -> WriteCount {
+    WriteCount {
+        statements: 3,
+        rows: pipelined.rows.iter().take(3).map(|&n| n as u64).sum(),
+    }
 }
 
 /// createChat as one statement ([`CreateChatSingle`]), with the event's
@@ -174,8 +235,9 @@ pub(crate) async fn insert_members(
             }
         }
         // Three bind parameters for any count: one cached statement. Member
-        // rows alone (an import job) under `single` go the same way.
-        InsertStrategy::Unnest | InsertStrategy::Single => {
+        // rows alone (an import job) under `single` and `pipeline` go the
+        // same way.
+        InsertStrategy::Unnest | InsertStrategy::Single | InsertStrategy::Pipeline => {
             count.rows += s
                 .execute(InsertMembersUnnest {
                     chat_id,

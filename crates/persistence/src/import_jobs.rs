@@ -98,9 +98,10 @@ async fn insert_messages(
                 count.statements += 1;
             }
         }
-        // A job has no chat row to write with them: `single` writes its
-        // rows as `unnest` does.
-        InsertStrategy::Unnest | InsertStrategy::Single => {
+        // A job has no chat row to write with them: `single` and `pipeline`
+        // write its rows as `unnest` does (each chunk is one statement, so
+        // there is nothing to pipeline).
+        InsertStrategy::Unnest | InsertStrategy::Single | InsertStrategy::Pipeline => {
             let Some(first) = rows.first() else {
                 return Ok(count);
             };

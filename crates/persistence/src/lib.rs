@@ -37,5 +37,5 @@ pub mod write_metrics;
 pub use config::{DbConfig, Driver, Pooling, Recycle, SessionSettings};
 pub use database::Database;
 pub use errors::PersistenceError;
-pub use session::DbSession;
+pub use session::{DbSession, Piped, Pipelined};
 pub use store::PgStore;

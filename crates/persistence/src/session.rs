@@ -73,6 +73,10 @@ macro_rules! on_conn {
     };
 }
 
+mod pipeline;
+
+pub use pipeline::{Piped, Pipelined};
+
 /// The connection a session runs on.
 pub(crate) enum Conn {
     /// From the bb8 pool.

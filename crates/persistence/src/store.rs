@@ -16,7 +16,10 @@ use chatlab_domain::{
 use tokio::sync::Notify;
 
 use crate::config::DbConfig;
-use crate::create_chat::{ChatWrite, create_chat_inner, create_chat_single, rows_per_statement};
+use crate::create_chat::{
+    ChatWrite, create_chat_inner, create_chat_single, pipeline_count, pipeline_statements,
+    rows_per_statement,
+};
 use crate::database::Database;
 use crate::error_mapping::{name_unknown_users, query_err};
 use crate::models::UserRow;
@@ -195,26 +198,39 @@ async fn create_chat_work(
     mode: PublishMode,
     plan: &PublishPlan,
 ) -> Result<Written, RepositoryError> {
-    let outcome = if strategy == InsertStrategy::Single && !plan.needs_open_transaction() {
+    let on_its_own = !plan.needs_open_transaction();
+    let outcome = match strategy {
         // One statement, its own transaction: the outbox row rides in it.
-        create_chat_single(s, command, mode, plan.outbox_row())
+        InsertStrategy::Single if on_its_own => {
+            create_chat_single(s, command, mode, plan.outbox_row())
+                .await
+                .map(|count| ChatWrite {
+                    count,
+                    round_trips: 1,
+                })
+                .map_err(TxError::Db)
+        }
+        // BEGIN to COMMIT in one flight, the outbox row among them.
+        InsertStrategy::Pipeline if on_its_own => s
+            .pipelined_transaction(pipeline_statements(command, mode, plan.outbox_row()))
             .await
-            .map(|count| ChatWrite {
-                count,
-                round_trips: 1,
+            .map(|pipelined| ChatWrite {
+                count: pipeline_count(&pipelined),
+                round_trips: pipelined.round_trips,
             })
-            .map_err(TxError::Db)
-    } else {
-        s.transaction(async |s| {
-            let count = create_chat_inner(s, command, strategy, mode).await?;
-            plan.before_commit(s).await?;
-            Ok::<_, TxError>(ChatWrite {
-                count,
-                // BEGIN, the statements, the outbox row, COMMIT.
-                round_trips: count.statements + plan.statements_before_commit() + 2,
+            .map_err(TxError::Db),
+        _ => {
+            s.transaction(async |s| {
+                let body = create_chat_inner(s, command, strategy, mode).await?;
+                plan.before_commit(s).await?;
+                Ok::<_, TxError>(ChatWrite {
+                    count: body.count,
+                    // BEGIN, the body, the outbox row, COMMIT.
+                    round_trips: body.round_trips + plan.statements_before_commit() + 2,
+                })
             })
-        })
-        .await
+            .await
+        }
     };
     match outcome {
         Ok(write) => Ok(Written {

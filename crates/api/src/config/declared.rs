@@ -234,7 +234,7 @@ pub struct DeclaredSettings {
     )]
     pub http_shutdown_timeout_secs: u64,
 
-    /// `per_row`, `batch`, `unnest` or `single`
+    /// `per_row`, `batch`, `unnest`, `single` or `pipeline`
     #[arg(
         long,
         global = true,

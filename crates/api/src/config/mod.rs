@@ -413,7 +413,8 @@ mod tests {
             "{err:?}"
         );
         assert!(
-            err.to_string().contains("per_row, batch, unnest, single"),
+            err.to_string()
+                .contains("per_row, batch, unnest, single, pipeline"),
             "{err}"
         );
         for (var, value) in [

@@ -18,7 +18,7 @@ use crate::state::AppState;
     request_body = CreateChatRequest,
     params(
         ("x-chatlab-insert-strategy" = Option<String>, Header,
-            description = "per_row, batch, unnest or single; honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
+            description = "per_row, batch, unnest, single or pipeline; honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
         ("x-chatlab-publish-mode" = Option<String>, Header,
             description = "off, in_tx_await, in_tx_enqueue, after_commit or outbox; honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
     ),

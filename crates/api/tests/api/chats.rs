@@ -106,6 +106,7 @@ async fn with_overrides_each_request_picks_its_strategy_and_the_rows_agree() {
         Some("batch"),
         Some("unnest"),
         Some("single"),
+        Some("pipeline"),
         None,
     ] {
         let resp = app.create_chat(users[0], &users[1..], strategy).await;
@@ -148,7 +149,7 @@ async fn with_overrides_each_request_picks_its_strategy_and_the_rows_agree() {
     assert!(member_sets.windows(2).all(|w| w[0] == w[1]));
 
     let metrics = app.metrics().await;
-    for s in ["per_row", "batch", "unnest", "single"] {
+    for s in ["per_row", "batch", "unnest", "single", "pipeline"] {
         assert!(metrics.contains(&format!(
             "chatlab_create_chat_transactions_total{{strategy=\"{s}\"}}"
         )));

@@ -285,6 +285,69 @@ async fn every_mode_publishes_exactly_what_it_committed_in_order() {
     }
 }
 
+/// The one-round-trip strategies take their own paths to the broker:
+/// `single` and `pipeline` write on their own (outbox row inside) where the
+/// mode allows, and open a transaction around the broker where it does not.
+/// Each path publishes exactly its chat's one event, and the audit agrees.
+#[tokio::test]
+async fn single_and_pipeline_publish_once_in_every_mode() {
+    let (app, brokers, topic) = spawn_on_tansu().await;
+    let users = app.bulk_users(3).await;
+    let modes = ["in_tx_await", "in_tx_enqueue", "after_commit", "outbox"];
+    let mut written: HashMap<String, (&str, &str)> = HashMap::new();
+    for strategy in ["single", "pipeline"] {
+        for mode in modes {
+            let resp = app
+                .client
+                .post(app.url("/v1/chats"))
+                .header("x-chatlab-insert-strategy", strategy)
+                .header("x-chatlab-publish-mode", mode)
+                .json(&json!({ "name": format!("{strategy} {mode}"), "creator_id": users[0], "member_ids": &users[1..] }))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(resp.status(), StatusCode::CREATED, "{strategy} {mode}");
+            assert_eq!(resp.headers()["x-chatlab-insert-strategy"], strategy);
+            let chat: Value = resp.json().await.unwrap();
+            written.insert(chat["id"].as_str().unwrap().to_owned(), (strategy, mode));
+        }
+    }
+    let expected = written.len();
+    wait_for_records(&app, &brokers, &topic, expected).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let records = wait_for_records(&app, &brokers, &topic, expected).await;
+    assert_eq!(records.len(), expected, "one event per chat, no more");
+    let mut seen = HashMap::new();
+    for r in &records {
+        let event = r.event.as_ref().expect("a chatlab event");
+        let chat_id = event.chat_id().to_string();
+        let (strategy, mode) = written
+            .get(&chat_id)
+            .unwrap_or_else(|| panic!("an event for a chat not written: {chat_id}"));
+        assert_eq!(event.publish_mode, *mode, "{strategy}");
+        assert!(
+            matches!(
+                event.payload,
+                EventPayload::ChatCreated {
+                    member_count: 3,
+                    ..
+                }
+            ),
+            "{strategy} {mode}: {:?}",
+            event.payload
+        );
+        *seen.entry(chat_id).or_insert(0) += 1;
+    }
+    assert!(seen.values().all(|&n| n == 1), "{seen:?}");
+    let report = audit(&app).await;
+    assert_eq!(report["failed"], false, "{report}");
+    for mode in modes {
+        let row = mode_row(&report, mode);
+        assert_eq!(row["committed"], 2, "{mode}");
+        assert_eq!(row["events"], 2, "{mode}");
+    }
+}
+
 /// A broker outage, on cue: `in_tx_await` refuses the write, `after_commit`
 /// commits and loses the event, `outbox` commits and publishes once the
 /// broker is back.

@@ -9,9 +9,11 @@ mod insert_members_unnest;
 mod insert_messages_unnest;
 mod insert_outbox_row;
 mod insert_talk_if_member;
+mod transaction_control;
 
 pub use create_chat_single::{CreateChatSingle, CreateChatSingleWithOutbox, SingleRows};
 pub use insert_members_unnest::InsertMembersUnnest;
 pub use insert_messages_unnest::InsertMessagesUnnest;
 pub use insert_outbox_row::{InsertOutboxRow, RELAY_LOCK_CLASS, WRITER_LOCK_CLASS, lock_key};
 pub use insert_talk_if_member::InsertTalkIfMember;
+pub use transaction_control::{Begin, Commit, Rollback};

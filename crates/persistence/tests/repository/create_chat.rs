@@ -86,7 +86,11 @@ async fn unknown_members_are_listed_and_nothing_is_written() {
     }
     // An unknown creator fails on the chat row itself.
     let ghost_creator = UserId::generate();
-    for strategy in [InsertStrategy::Batch, InsertStrategy::Single] {
+    for strategy in [
+        InsertStrategy::Batch,
+        InsertStrategy::Single,
+        InsertStrategy::Pipeline,
+    ] {
         let err = f
             .store
             .create_chat(
@@ -167,11 +171,12 @@ proptest! {
     }
 }
 
-/// `single` in outbox mode: the event's row is part of the one statement,
-/// with the same event type and chat as the other strategies write; and an
-/// unknown member leaves neither the chat nor its outbox row behind.
+/// `single` and `pipeline` in outbox mode: the event's row is part of the
+/// one statement (the one flight), with the same event type and chat as
+/// the other strategies write; and an unknown member leaves neither the
+/// chat nor its outbox row behind.
 #[tokio::test]
-async fn single_writes_the_outbox_row_in_its_one_statement_or_nothing() {
+async fn single_and_pipeline_write_the_outbox_row_with_the_chat_or_nothing() {
     use chatlab_persistence::schema::outbox;
     use diesel::prelude::*;
     use diesel_async::RunQueryDsl;
@@ -180,7 +185,11 @@ async fn single_writes_the_outbox_row_in_its_one_statement_or_nothing() {
     let users = seed_users(&f.store, 5).await;
     let mut conn = f.db.connect().await;
     let mut events = Vec::new();
-    for strategy in [InsertStrategy::Batch, InsertStrategy::Single] {
+    for strategy in [
+        InsertStrategy::Batch,
+        InsertStrategy::Single,
+        InsertStrategy::Pipeline,
+    ] {
         let created = f
             .store
             .create_chat(
@@ -199,23 +208,32 @@ async fn single_writes_the_outbox_row_in_its_one_statement_or_nothing() {
         assert_eq!(rows.len(), 1, "{strategy}: one outbox row");
         events.push(rows[0].0.clone());
     }
-    assert_eq!(events, ["chat.created", "chat.created"]);
+    assert_eq!(events, ["chat.created", "chat.created", "chat.created"]);
 
     let before: i64 = outbox::table.count().get_result(&mut conn).await.unwrap();
-    let err = f
-        .store
-        .create_chat(
-            command("room", users[0], &[users[1], UserId::generate()]),
-            InsertStrategy::Single,
-            PublishMode::Outbox,
-        )
-        .await
-        .unwrap_err();
-    assert!(matches!(err, RepositoryError::UnknownUsers(_)), "{err:?}");
+    for strategy in [InsertStrategy::Single, InsertStrategy::Pipeline] {
+        let err = f
+            .store
+            .create_chat(
+                command("room", users[0], &[users[1], UserId::generate()]),
+                strategy,
+                PublishMode::Outbox,
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, RepositoryError::UnknownUsers(_)),
+            "{strategy}: {err:?}"
+        );
+    }
     let after: i64 = outbox::table.count().get_result(&mut conn).await.unwrap();
     assert_eq!(
         after, before,
         "no outbox row for a chat that was not written"
     );
-    assert_eq!(row_counts(&mut conn).await.0, 2, "only the two chats above");
+    assert_eq!(
+        row_counts(&mut conn).await.0,
+        3,
+        "only the three chats above"
+    );
 }

@@ -8,5 +8,6 @@ mod error_language;
 mod import_jobs;
 mod messages;
 mod outbox_relay;
+mod pipeline;
 mod pool_metrics;
 mod support;

@@ -102,7 +102,8 @@ async fn batch_and_unnest_send_three_statements_for_fifty_members() {
 
 /// Round trips per committed createChat of 50 members: BEGIN, each
 /// statement, the outbox row, COMMIT; `single` is one statement on its own,
-/// its outbox row inside it.
+/// its outbox row inside it; `pipeline` is one flight on the async driver,
+/// and on the blocking driver (no pipeline) unnest's round trips.
 #[tokio::test]
 async fn round_trips_are_counted_per_strategy_and_mode() {
     let f = fixture().await;
@@ -116,6 +117,10 @@ async fn round_trips_are_counted_per_strategy_and_mode() {
         )
         .unwrap_or(0.0)
     };
+    let piped = |on_async: f64, on_blocking: f64| match chatlab_testdb::driver() {
+        chatlab_persistence::Driver::Async => on_async,
+        chatlab_persistence::Driver::Blocking => on_blocking,
+    };
     for (strategy, mode, expected) in [
         (InsertStrategy::PerRow, PublishMode::Off, 54.0),
         (InsertStrategy::Batch, PublishMode::Off, 5.0),
@@ -123,6 +128,12 @@ async fn round_trips_are_counted_per_strategy_and_mode() {
         (InsertStrategy::Single, PublishMode::Off, 1.0),
         (InsertStrategy::Batch, PublishMode::Outbox, 6.0),
         (InsertStrategy::Single, PublishMode::Outbox, 1.0),
+        (InsertStrategy::Pipeline, PublishMode::Off, piped(1.0, 5.0)),
+        (
+            InsertStrategy::Pipeline,
+            PublishMode::Outbox,
+            piped(1.0, 6.0),
+        ),
     ] {
         let before = round_trips(strategy);
         f.store

@@ -47,7 +47,7 @@ fn respond(
     params(
         ("id" = uuid::Uuid, Path, description = "Chat id"),
         ("x-chatlab-insert-strategy" = Option<String>, Header,
-            description = "per_row, batch or unnest inside each chunk (single writes a job's rows as unnest); honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
+            description = "per_row, batch or unnest inside each chunk (single and pipeline write a job's rows as unnest); honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
     ),
     responses(
         (status = 201, description = "Every row written", body = ImportResponse),
@@ -89,7 +89,7 @@ pub async fn import_members(
     params(
         ("id" = uuid::Uuid, Path, description = "Chat id"),
         ("x-chatlab-insert-strategy" = Option<String>, Header,
-            description = "per_row, batch or unnest inside each chunk (single writes a job's rows as unnest); honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
+            description = "per_row, batch or unnest inside each chunk (single and pipeline write a job's rows as unnest); honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
     ),
     responses(
         (status = 201, description = "Every row written", body = ImportResponse),

@@ -1,0 +1,230 @@
+//! Pipelined statements: sent on one connection without waiting for each
+//! answer, so a transaction of several statements costs one flight.
+//!
+//! diesel-async pipelines the futures of one `&AsyncPgConnection` that are
+//! polled together: each, on its first poll, takes its prepared statement
+//! from the connection's statement cache and hands its Bind/Execute to
+//! tokio-postgres, which writes them out while the server answers the
+//! earlier ones. The cache sits behind a FIFO lock, so statements go out in
+//! the order their futures are first polled, even when one must first be
+//! prepared (a flight of its own, once per connection). BEGIN, COMMIT and
+//! ROLLBACK go through the same cache ([`crate::queries::Begin`]), so COMMIT
+//! never overtakes a statement of its transaction.
+//!
+//! diesel's blocking `PgConnection` has no pipeline: libpq's pipeline mode
+//! (`PQenterPipelineMode`, PostgreSQL 14) needs the raw `PGconn`, which
+//! diesel keeps private, and its results read per statement with
+//! `PQgetResult` up to each `PGRES_PIPELINE_SYNC`. So there the same
+//! statements run one by one, and the round trips say so.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use diesel::QueryResult;
+use diesel::connection::TransactionManagerStatus;
+use diesel::pg::{Pg, PgConnection};
+use diesel::query_builder::{QueryFragment, QueryId};
+use diesel::query_dsl::methods::ExecuteDsl;
+use diesel_async::{
+    AnsiTransactionManager as AsyncTxManager, AsyncConnectionCore as _, AsyncPgConnection,
+    TransactionManager as _,
+};
+use futures_util::FutureExt as _;
+use futures_util::future::{BoxFuture, join_all};
+
+use super::{Conn, DbSession};
+use crate::queries::{Begin, Commit, Rollback};
+
+/// One statement of a pipeline, runnable on either driver.
+pub struct Piped(Box<dyn PipedStatement>);
+
+impl Piped {
+    /// A statement that returns no rows.
+    pub fn new<Q>(query: Q) -> Self
+    where
+        Q: QueryFragment<Pg> + QueryId + ExecuteDsl<PgConnection> + Send + 'static,
+    {
+        Self(Box::new(query))
+    }
+}
+
+impl std::fmt::Debug for Piped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Piped")
+    }
+}
+
+/// What a statement needs to be sent on either connection.
+trait PipedStatement: Send {
+    /// The statement's future on `conn`; nothing is sent before its first
+    /// poll.
+    fn send<'c>(self: Box<Self>, conn: &'c AsyncPgConnection) -> BoxFuture<'c, QueryResult<usize>>;
+    /// Runs the statement to completion on the blocking connection.
+    fn run(self: Box<Self>, conn: &mut PgConnection) -> QueryResult<usize>;
+}
+
+impl<Q> PipedStatement for Q
+where
+    Q: QueryFragment<Pg> + QueryId + ExecuteDsl<PgConnection> + Send + 'static,
+{
+    fn send<'c>(
+        self: Box<Self>,
+        mut conn: &'c AsyncPgConnection,
+    ) -> BoxFuture<'c, QueryResult<usize>> {
+        (&mut conn).execute_returning_count(*self)
+    }
+
+    fn run(self: Box<Self>, conn: &mut PgConnection) -> QueryResult<usize> {
+        ExecuteDsl::execute(*self, conn)
+    }
+}
+
+/// What a pipeline did: the rows each statement affected, in order, and
+/// the round trips it cost (BEGIN and COMMIT included where it sent them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pipelined {
+    /// Rows each statement affected, in order.
+    pub rows: Vec<usize>,
+    /// Round trips it cost.
+    pub round_trips: u64,
+}
+
+impl DbSession {
+    /// Sends `statements` in one flight inside the transaction already
+    /// open on this session, and waits for every answer. The first error in
+    /// statement order is returned (the later statements then failed only
+    /// because the transaction was aborted); the caller's transaction rolls
+    /// back. On the blocking driver they run one by one.
+    pub async fn pipelined(&mut self, statements: Vec<Piped>) -> QueryResult<Pipelined> {
+        let count = statements.len() as u64;
+        match self.async_conn() {
+            Some(conn) => {
+                let rows = first_error(send_all(conn, statements, false).await)?;
+                Ok(Pipelined {
+                    rows,
+                    round_trips: 1,
+                })
+            }
+            None => {
+                let mut rows = Vec::with_capacity(statements.len());
+                for statement in statements {
+                    rows.push(self.run_one(statement).await?);
+                }
+                Ok(Pipelined {
+                    rows,
+                    round_trips: count,
+                })
+            }
+        }
+    }
+
+    /// BEGIN, `statements` and COMMIT in one flight: a transaction for one
+    /// round trip. A statement that fails aborts the transaction, so the
+    /// COMMIT behind it rolls back (PostgreSQL answers it with ROLLBACK),
+    /// and its error is returned: nothing is written. A statement that
+    /// fails before it is sent (its SQL or binds could not be built) fails
+    /// on its first poll, before COMMIT's turn, which then sends ROLLBACK.
+    ///
+    /// Until COMMIT's answer arrives, the connection's transaction manager
+    /// is marked in error: diesel does not know of this BEGIN, so a session
+    /// dropped mid-flight would otherwise go back to its pool inside an
+    /// open transaction. Marked, the pool discards it, as it does any
+    /// connection dropped mid-transaction.
+    ///
+    /// On the blocking driver this is [`DbSession::transaction`] around the
+    /// statements, one round trip each.
+    pub async fn pipelined_transaction(
+        &mut self,
+        statements: Vec<Piped>,
+    ) -> QueryResult<Pipelined> {
+        let count = statements.len() as u64;
+        let Some(conn) = self.async_conn() else {
+            let mut pipelined = self
+                .transaction(async |s| s.pipelined(statements).await)
+                .await?;
+            pipelined.round_trips = count + 2;
+            return Ok(pipelined);
+        };
+        *AsyncTxManager::transaction_manager_status_mut(conn) = TransactionManagerStatus::InError;
+        let mut all = Vec::with_capacity(statements.len() + 1);
+        all.push(Piped::new(Begin));
+        all.extend(statements);
+        let mut results = send_all(conn, all, true).await;
+        let ended = results.pop().unwrap_or(Ok(0));
+        if ended.is_ok() {
+            *AsyncTxManager::transaction_manager_status_mut(conn) =
+                TransactionManagerStatus::Valid(Default::default());
+        }
+        let mut rows = first_error(results)?;
+        ended?;
+        rows.remove(0);
+        Ok(Pipelined {
+            rows,
+            round_trips: 1,
+        })
+    }
+
+    /// Runs one statement to its end on this session's connection.
+    async fn run_one(&mut self, statement: Piped) -> QueryResult<usize> {
+        on_conn!(self,
+            c => statement.0.send(c).await,
+            c => statement.0.run(c))
+    }
+
+    /// The async driver's connection, or `None` on the blocking driver.
+    fn async_conn(&mut self) -> Option<&mut AsyncPgConnection> {
+        match &mut self.conn {
+            Conn::AsyncPooled(pooled) => Some(&mut **pooled),
+            Conn::AsyncOwned(conn) => Some(conn),
+            Conn::BlockingPooled(_) | Conn::BlockingOwned(_) => None,
+        }
+    }
+}
+
+/// Polls every statement's future together, in order, and collects the
+/// answers. With `then_end`, one more goes last: COMMIT, or ROLLBACK when a
+/// statement has already failed by the time its turn comes.
+async fn send_all(
+    conn: &AsyncPgConnection,
+    statements: Vec<Piped>,
+    then_end: bool,
+) -> Vec<QueryResult<usize>> {
+    let failed = AtomicBool::new(false);
+    let failed = &failed;
+    let mut futures: Vec<BoxFuture<'_, QueryResult<usize>>> =
+        Vec::with_capacity(statements.len() + 1);
+    for statement in statements {
+        futures.push(
+            statement
+                .0
+                .send(conn)
+                .inspect(move |r| {
+                    if r.is_err() {
+                        failed.store(true, Ordering::Relaxed);
+                    }
+                })
+                .boxed(),
+        );
+    }
+    if then_end {
+        futures.push(
+            async move {
+                // First polled after every statement's first poll (join_all
+                // polls in order): one that failed before it was sent has
+                // said so by now.
+                let end = if failed.load(Ordering::Relaxed) {
+                    Piped::new(Rollback)
+                } else {
+                    Piped::new(Commit)
+                };
+                end.0.send(conn).await
+            }
+            .boxed(),
+        );
+    }
+    join_all(futures).await
+}
+
+/// The rows of every statement, or the first error in statement order.
+fn first_error(results: Vec<QueryResult<usize>>) -> QueryResult<Vec<usize>> {
+    results.into_iter().collect()
+}
