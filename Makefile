@@ -25,7 +25,7 @@ DURATION ?= 30s
 STRATEGY ?= batch
 PUBLISH_MODE ?= off
 ifeq ($(QUICK),1)
-  DEMO_ARGS := --vus 10 --duration 2s --warmup 1s --seed-users 300
+  DEMO_ARGS := --vus 10 --duration 2s --warmup 1s --rounds 2 --seed-users 300
   LOADTEST_ARGS := --vus 8 --duration 2s --seed-users 300
   CREATE_ARGS := --members $(MEMBERS) --vus 8 --duration 2s --seed-users 300
   SEED001_ARGS := --members 20,50 --vus 6,12 --duration 2s --warmup 1s --seed-users 300
@@ -39,7 +39,7 @@ ifeq ($(QUICK),1)
   CONCURRENCY_ARGS := --vus 10,100 --duration 2s --warmup 1s --seed-users 300
   BROKER_CHECK_ARGS := --events 200 --producers 2 --rounds 1
 else
-  DEMO_ARGS := --vus 20 --duration 8s --warmup 3s
+  DEMO_ARGS := --vus 20 --duration 6s --warmup 3s --rounds 3
   LOADTEST_ARGS := --vus 40 --duration 20s
   CREATE_ARGS := --members $(MEMBERS) --vus $(VUS) --duration $(DURATION)
   SEED001_ARGS := --members 20,50 --vus 30,60,100 --duration 30s --warmup 5s --baseline
@@ -85,9 +85,9 @@ RUNS ?= 50
 .PHONY: help run build release test fmt fmt-check lint layering settings-docs schema-check deps-check openapi openapi-check \
         docker-check k6-check db db-stop broker broker-stop ci clean-testdbs
 
-demo: load-build load-db ## The main job: per_row vs batch vs unnest vs single at 50 members on embedded defaults: the table and a two-line verdict
+demo: load-build load-db ## The main job: per_row vs batch vs unnest vs single vs pipeline at 50 members on embedded defaults, beside pgbench: the table and a two-line verdict
 	$(LOAD) matrix --name demo --spawn 1 --database-url $(LOAD_DATABASE_URL) \
-	    --strategies per_row,batch,unnest,single --members 50 --rounds 2 $(DEMO_ARGS)
+	    --strategies per_row,batch,unnest,single,pipeline --members 50 --baseline $(DEMO_ARGS)
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-20s %s\n", $$1, $$2}'
@@ -253,8 +253,8 @@ openapi: ## Regenerate openapi/openapi.json from the code
 docker-check: ## Check docker/ offline (no Docker engine needed)
 	python3 docker/check.py
 
-k6-check: ## Check the k6 scripts' syntax with node (no k6 needed)
-	@for f in loadtest/k6/*.js; do node --check "$$f" || exit 1; done; echo "k6 scripts ok"
+k6-check: ## Run the k6 scripts under node against stubs of k6's modules: scenarios, thresholds, tags, headers (no k6 needed)
+	@node loadtest/k6/check.mjs
 
 clean-testdbs: ## Drop test databases (and the connection-limit roles of the unpooled test) left behind
 	@psql "$(DATABASE_ADMIN_URL)" -XtAc "SELECT datname FROM pg_database WHERE datname LIKE 'chatlab\_test\_%' OR datname LIKE 'chatlab\_template\_%'" \

@@ -8,6 +8,10 @@
 //! the system message, COMMIT. `per_row` and `unnest` run in pgbench's
 //! `prepared` protocol mode (chatlab reuses their prepared statements),
 //! `batch` in `extended` mode (chatlab parses each multi-row INSERT afresh).
+//! `single` is its one statement in autocommit; `pipeline` is unnest's
+//! transaction between `\startpipeline` and `\endpipeline` (pgbench's own
+//! pipeline mode), its chat id made from a random number, since `\gset`
+//! cannot wait for an answer inside a pipeline.
 //! Several scripts with different member sets are mixed, as chatlab's load
 //! draws different members for every chat.
 
@@ -49,8 +53,10 @@ pub struct BaselineSpec {
 /// The pgbench script of one createChat with `members` (creator first).
 pub fn script(strategy: InsertStrategy, members: &[Uuid]) -> Result<String, String> {
     let creator = members.first().ok_or("a chat needs at least its creator")?;
-    if strategy == InsertStrategy::Single {
-        return Ok(single_script(creator, members));
+    match strategy {
+        InsertStrategy::Single => return Ok(single_script(creator, members)),
+        InsertStrategy::Pipeline => return Ok(pipeline_script(creator, members)),
+        InsertStrategy::PerRow | InsertStrategy::Batch | InsertStrategy::Unnest => {}
     }
     let mut s = String::from("BEGIN;\n");
     let _ = writeln!(
@@ -78,13 +84,12 @@ pub fn script(strategy: InsertStrategy, members: &[Uuid]) -> Result<String, Stri
                 rows.join(", ")
             );
         }
-        InsertStrategy::Unnest | InsertStrategy::Single => {
-            let ids: Vec<String> = members.iter().map(Uuid::to_string).collect();
+        InsertStrategy::Unnest | InsertStrategy::Single | InsertStrategy::Pipeline => {
             let _ = writeln!(
                 s,
                 "INSERT INTO chat_members (chat_id, user_id, joined_at) \
-                 SELECT (:chat_id)::uuid, u.user_id, now() FROM unnest('{{{}}}'::uuid[]) AS u(user_id);",
-                ids.join(",")
+                 SELECT (:chat_id)::uuid, u.user_id, now() FROM unnest('{}'::uuid[]) AS u(user_id);",
+                uuid_array(members)
             );
         }
     }
@@ -96,17 +101,44 @@ pub fn script(strategy: InsertStrategy, members: &[Uuid]) -> Result<String, Stri
     Ok(s)
 }
 
+/// A PostgreSQL array literal of `ids`: `{a,b,c}`.
+fn uuid_array(ids: &[Uuid]) -> String {
+    let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
+    format!("{{{}}}", ids.join(","))
+}
+
 /// `single`'s one statement, in autocommit: no BEGIN, no COMMIT.
 fn single_script(creator: &Uuid, members: &[Uuid]) -> String {
-    let ids: Vec<String> = members.iter().map(Uuid::to_string).collect();
     format!(
         "WITH new_chat AS (INSERT INTO chats (id, name, creator_id, created_at, publish_mode) \
          VALUES (gen_random_uuid(), 'pgbench', '{creator}', now(), 'off') RETURNING id), \
          new_members AS (INSERT INTO chat_members (chat_id, user_id, joined_at) \
-         SELECT c.id, u.user_id, now() FROM new_chat c, unnest('{{{}}}'::uuid[]) AS u(user_id)) \
+         SELECT c.id, u.user_id, now() FROM new_chat c, unnest('{}'::uuid[]) AS u(user_id)) \
          INSERT INTO messages (id, chat_id, sender_id, kind, body, created_at, publish_mode) \
          SELECT gen_random_uuid(), c.id, NULL, 'system', 'room created', now(), 'off' FROM new_chat c;\n",
-        ids.join(",")
+        uuid_array(members)
+    )
+}
+
+/// `pipeline`'s transaction: unnest's statements in pgbench's pipeline
+/// mode, BEGIN to COMMIT sent before any answer is read. The chat id is
+/// the md5 of a random number, as no statement may wait for another's
+/// `RETURNING` inside a pipeline.
+fn pipeline_script(creator: &Uuid, members: &[Uuid]) -> String {
+    let chat = "md5((:chat_seed)::text)::uuid";
+    format!(
+        "\\set chat_seed random(1, 9223372036854775807)\n\
+         \\startpipeline\n\
+         BEGIN;\n\
+         INSERT INTO chats (id, name, creator_id, created_at, publish_mode) \
+         VALUES ({chat}, 'pgbench', '{creator}', now(), 'off');\n\
+         INSERT INTO chat_members (chat_id, user_id, joined_at) \
+         SELECT {chat}, u.user_id, now() FROM unnest('{ids}'::uuid[]) AS u(user_id);\n\
+         INSERT INTO messages (id, chat_id, sender_id, kind, body, created_at, publish_mode) \
+         VALUES (gen_random_uuid(), {chat}, NULL, 'system', 'room created', now(), 'off');\n\
+         COMMIT;\n\
+         \\endpipeline\n",
+        ids = uuid_array(members)
     )
 }
 
@@ -114,7 +146,10 @@ fn single_script(creator: &Uuid, members: &[Uuid]) -> String {
 pub fn protocol(strategy: InsertStrategy) -> &'static str {
     match strategy {
         InsertStrategy::Batch => "extended",
-        InsertStrategy::PerRow | InsertStrategy::Unnest | InsertStrategy::Single => "prepared",
+        InsertStrategy::PerRow
+        | InsertStrategy::Unnest
+        | InsertStrategy::Single
+        | InsertStrategy::Pipeline => "prepared",
     }
 }
 
@@ -197,6 +232,17 @@ mod tests {
         assert_eq!(single.matches(';').count(), 1, "one statement: {single}");
         assert!(!single.contains("BEGIN") && !single.contains("COMMIT"));
         assert!(single.contains("unnest('{") && single.contains("'room created'"));
+        let pipeline = script(InsertStrategy::Pipeline, &members).unwrap();
+        let lines: Vec<&str> = pipeline.lines().collect();
+        assert_eq!(lines[1], "\\startpipeline");
+        assert_eq!(lines[2], "BEGIN;");
+        assert_eq!(lines[lines.len() - 2], "COMMIT;");
+        assert_eq!(lines[lines.len() - 1], "\\endpipeline");
+        assert!(
+            !pipeline.contains("\\gset"),
+            "no answer is awaited in a pipeline"
+        );
+        assert_eq!(pipeline.matches("md5((:chat_seed)::text)::uuid").count(), 3);
         assert!(script(InsertStrategy::Batch, &[]).is_err());
         assert_eq!(protocol(InsertStrategy::Batch), "extended");
         assert_eq!(protocol(InsertStrategy::PerRow), "prepared");

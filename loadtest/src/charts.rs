@@ -119,7 +119,7 @@ impl Dimension {
 }
 
 /// chatlab's default pool size on this machine, named in the lines.
-fn default_pool_size() -> u32 {
+pub(crate) fn default_pool_size() -> u32 {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     chatlab_domain::limits::hikari_pool_size(cores)
 }

@@ -10,6 +10,7 @@ use std::time::Duration;
 use chatlab_domain::{InsertStrategy, PublishMode};
 
 use crate::baseline::{self, BaselineSpec};
+use crate::charts;
 use crate::choice::Choice;
 use crate::error::LoadError;
 use crate::fleet::{Fleet, FleetSpec};
@@ -244,10 +245,17 @@ pub async fn run_matrix(
             }
             drop(under_test._fleet);
             if let Some(database_url) = &spec.baseline {
+                // A spawned server left at its default pool sizes it as
+                // this machine's cores say; an external one's is unknown.
+                let pool_in_effect = match (&spec.servers, pool) {
+                    (Servers::Spawn(_), 0) => charts::default_pool_size(),
+                    _ => pool,
+                };
                 let baseline = Baseline {
                     database_url,
                     variant,
                     pool,
+                    pool_in_effect,
                     server_count,
                     seeded: &under_test.seeded,
                 };
@@ -495,6 +503,8 @@ struct Baseline<'a> {
     database_url: &'a str,
     variant: usize,
     pool: u32,
+    /// The pool size the servers ran with (0: unknown).
+    pool_in_effect: u32,
     server_count: usize,
     seeded: &'a Seeded,
 }
@@ -502,7 +512,8 @@ struct Baseline<'a> {
 impl Baseline<'_> {
     /// pgbench on each strategy's SQL, and on the seed's SQL (batch's
     /// three-INSERT transaction), at the database concurrency of each cell
-    /// (its VUs, capped by the pools in front of PostgreSQL); `tps` keeps
+    /// (its VUs, capped by the pools in front of PostgreSQL: a pool of 5
+    /// and 20 VUs is 5 pgbench clients); `tps` keeps
     /// figures across fleets, since they depend only on members, clients
     /// and strategy. A cell that left the strategy to the server has no SQL
     /// to compare with.
@@ -514,8 +525,8 @@ impl Baseline<'_> {
     ) -> Result<(), LoadError> {
         for &members in &spec.members {
             for &vus in &spec.vus {
-                let cap = if self.pool > 0 {
-                    self.pool as usize * self.server_count
+                let cap = if self.pool_in_effect > 0 {
+                    self.pool_in_effect as usize * self.server_count
                 } else {
                     vus
                 };
