@@ -23,6 +23,7 @@ use secrecy::{ExposeSecret, SecretString};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::timeout_at;
 
+use crate::async_home::Handoff;
 use crate::blocking_manager::{BlockingManager, connect_blocking};
 use crate::config::{DbConfig, Driver, Pooling};
 use crate::connect_failures::ConnectFailures;
@@ -56,6 +57,10 @@ struct Inner {
     live: Arc<AtomicU32>,
     /// Pooled only: the pool manager's latest failed connect.
     connect_failures: ConnectFailures,
+    /// Async only: the runtime that runs every unit of work and drives
+    /// every connection (see [`crate::async_home`]); `None` when built
+    /// outside a runtime (the current one is used then).
+    home: Option<tokio::runtime::Handle>,
 }
 
 impl Inner {
@@ -161,6 +166,7 @@ impl Database {
                 max_size: if pooled { max_size } else { 0 },
                 live: Arc::new(AtomicU32::new(0)),
                 connect_failures,
+                home: tokio::runtime::Handle::try_current().ok(),
             }),
         }
     }
@@ -177,7 +183,9 @@ impl Database {
     /// A caller that goes away while it waits for the connection takes
     /// nothing; once `work` has its connection, it runs to its end whether
     /// the caller still waits or not (a task of its own on the async
-    /// driver, a blocking thread on the other). A unit of work cut short
+    /// driver, a blocking thread on the other). On the async driver the
+    /// checkout and the work run on the runtime that built this
+    /// `Database`, beside the connections' own tasks ([`crate::async_home`]). A unit of work cut short
     /// between the broker's acknowledgement and COMMIT would leave an event
     /// on the topic for a write that rolls back (in_tx_await's phantom).
     pub async fn run<T, E, F>(&self, work: F) -> Result<T, E>
@@ -187,11 +195,29 @@ impl Database {
         E: From<PersistenceError> + Send + 'static,
     {
         match &self.inner.source {
-            Source::Async(pool) => {
-                let mut session = self.open_async(pool.as_ref()).await?;
-                tokio::spawn(async move { work(&mut session).await })
-                    .await
-                    .unwrap_or_else(|e| Err(PersistenceError::Worker(e.to_string()).into()))
+            Source::Async(_) => {
+                let db = self.clone();
+                let handoff = Handoff::spawn(self.inner.home.as_ref(), move |start| async move {
+                    let Source::Async(pool) = &db.inner.source else {
+                        return None;
+                    };
+                    let mut session = match db.open_async(pool.as_ref()).await {
+                        Ok(session) => session,
+                        Err(e) => return Some(Err(e.into())),
+                    };
+                    // The caller went away while this waited: give the
+                    // connection back untouched.
+                    if !start.begin() {
+                        return None;
+                    }
+                    Some(work(&mut session).await)
+                });
+                handoff.answer().await.unwrap_or_else(|| {
+                    Err(
+                        PersistenceError::Worker("the unit of work ended without an answer".into())
+                            .into(),
+                    )
+                })
             }
             Source::Blocking(pool) => self.run_blocking(pool.clone(), work).await,
         }

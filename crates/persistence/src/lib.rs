@@ -10,6 +10,7 @@
 //! It knows nothing of HTTP; the `api` crate builds a [`DbConfig`] from env
 //! vars and hands in the Prometheus registry the metrics go to.
 
+mod async_home;
 pub mod audit;
 pub mod blocking_manager;
 pub mod config;
