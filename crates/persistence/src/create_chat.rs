@@ -68,21 +68,12 @@ pub(crate) async fn create_chat_inner(
     mode: PublishMode,
 ) -> QueryResult<ChatWrite> {
     match strategy {
-        InsertStrategy::Single => {
-            let count = create_chat_single(s, command, mode, None).await?;
-            return Ok(ChatWrite {
-                count,
-                round_trips: 1,
-            });
-        }
+        InsertStrategy::Single => return create_chat_single(s, command, mode, None).await,
         InsertStrategy::Pipeline => {
             let pipelined = s
                 .pipelined(pipeline_statements(command, mode, None))
                 .await?;
-            return Ok(ChatWrite {
-                count: pipeline_count(&pipelined),
-                round_trips: pipelined.round_trips,
-            });
+            return Ok(pipeline_write(&pipelined));
         }
         InsertStrategy::PerRow | InsertStrategy::Batch | InsertStrategy::Unnest => {}
     }
@@ -148,24 +139,28 @@ pub(crate) fn pipeline_statements(
     statements
 }
 
-/// The INSERTs and rows of `pipeline`'s three createChat statements (the
-/// outbox row, when there is one, is not a createChat row).
-pub(crate) fn pipeline_count(pipelined: &Pipelined) -> WriteCount {
-    WriteCount {
-        statements: 3,
-        rows: pipelined.rows.iter().take(3).map(|&n| n as u64).sum(),
+/// What `pipeline`'s createChat sent: its three INSERTs and their rows
+/// (the outbox row, when there is one, is not a createChat row), in the
+/// pipeline's round trips.
+pub(crate) fn pipeline_write(pipelined: &Pipelined) -> ChatWrite {
+    ChatWrite {
+        count: WriteCount {
+            statements: 3,
+            rows: pipelined.rows.iter().take(3).map(|&n| n as u64).sum(),
+        },
+        round_trips: pipelined.round_trips,
     }
 }
 
 /// createChat as one statement ([`CreateChatSingle`]), with the event's
-/// outbox row in it when `outbox` is given. Outside a transaction it is its
-/// own: all of it commits, or none.
+/// outbox row in it when `outbox` is given: one round trip. Outside a
+/// transaction it is its own: all of it commits, or none.
 pub(crate) async fn create_chat_single(
     s: &mut DbSession,
     command: &CreateChat,
     mode: PublishMode,
     outbox: Option<InsertOutboxRow>,
-) -> QueryResult<WriteCount> {
+) -> QueryResult<ChatWrite> {
     let rows = SingleRows {
         chat_id: command.chat_id.as_uuid(),
         name: command.name.clone(),
@@ -189,9 +184,12 @@ pub(crate) async fn create_chat_single(
     };
     // The statement inserts every member or fails: the count it reports is
     // the system message's row.
-    Ok(WriteCount {
-        statements: 1,
-        rows: members + 2,
+    Ok(ChatWrite {
+        count: WriteCount {
+            statements: 1,
+            rows: members + 2,
+        },
+        round_trips: 1,
     })
 }
 

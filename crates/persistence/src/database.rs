@@ -57,9 +57,9 @@ struct Inner {
     live: Arc<AtomicU32>,
     /// Pooled only: the pool manager's latest failed connect.
     connect_failures: ConnectFailures,
-    /// Async only: the runtime that runs every unit of work and drives
-    /// every connection (see [`crate::async_home`]); `None` when built
-    /// outside a runtime (the current one is used then).
+    /// The runtime that runs every unit of work and drives every
+    /// connection on the async driver (see [`crate::async_home`]); `None`
+    /// when built outside a runtime (the caller's is used then).
     home: Option<tokio::runtime::Handle>,
 }
 
@@ -195,12 +195,9 @@ impl Database {
         E: From<PersistenceError> + Send + 'static,
     {
         match &self.inner.source {
-            Source::Async(_) => {
-                let db = self.clone();
+            Source::Async(pool) => {
+                let (db, pool) = (self.clone(), pool.clone());
                 let handoff = Handoff::spawn(self.inner.home.as_ref(), move |start| async move {
-                    let Source::Async(pool) = &db.inner.source else {
-                        return None;
-                    };
                     let mut session = match db.open_async(pool.as_ref()).await {
                         Ok(session) => session,
                         Err(e) => return Some(Err(e.into())),

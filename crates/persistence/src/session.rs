@@ -181,8 +181,9 @@ impl DbSession {
     /// Runs `body` in a transaction on this session, whichever driver
     /// opened it: BEGIN, the body, then COMMIT when it returns `Ok` and
     /// ROLLBACK when it returns `Err`. The body's result is returned, or the
-    /// COMMIT's error. The only way to open a transaction, so no path can
-    /// forget to end one.
+    /// COMMIT's error. With [`DbSession::pipelined_transaction`] (which
+    /// sends its BEGIN and COMMIT in one flight), the only way to open a
+    /// transaction, so no path can forget to end one.
     ///
     /// ```ignore
     /// s.transaction(async |s| {

@@ -17,7 +17,7 @@ use tokio::sync::Notify;
 
 use crate::config::DbConfig;
 use crate::create_chat::{
-    ChatWrite, create_chat_inner, create_chat_single, pipeline_count, pipeline_statements,
+    ChatWrite, create_chat_inner, create_chat_single, pipeline_statements, pipeline_write,
     rows_per_statement,
 };
 use crate::database::Database;
@@ -204,20 +204,13 @@ async fn create_chat_work(
         InsertStrategy::Single if on_its_own => {
             create_chat_single(s, command, mode, plan.outbox_row())
                 .await
-                .map(|count| ChatWrite {
-                    count,
-                    round_trips: 1,
-                })
                 .map_err(TxError::Db)
         }
         // BEGIN to COMMIT in one flight, the outbox row among them.
         InsertStrategy::Pipeline if on_its_own => s
             .pipelined_transaction(pipeline_statements(command, mode, plan.outbox_row()))
             .await
-            .map(|pipelined| ChatWrite {
-                count: pipeline_count(&pipelined),
-                round_trips: pipelined.round_trips,
-            })
+            .map(|pipelined| pipeline_write(&pipelined))
             .map_err(TxError::Db),
         _ => {
             s.transaction(async |s| {

@@ -29,7 +29,7 @@ use diesel_async::{
     TransactionManager as _,
 };
 use futures_util::FutureExt as _;
-use futures_util::future::{BoxFuture, join_all};
+use futures_util::future::{BoxFuture, join, join_all};
 
 use super::{Conn, DbSession};
 use crate::queries::{Begin, Commit, Rollback};
@@ -98,7 +98,11 @@ impl DbSession {
         let count = statements.len() as u64;
         match self.async_conn() {
             Some(conn) => {
-                let rows = first_error(send_all(conn, statements, false).await)?;
+                // The first error in statement order is the cause.
+                let rows = send_all(conn, statements)
+                    .await
+                    .into_iter()
+                    .collect::<QueryResult<_>>()?;
                 Ok(Pipelined {
                     rows,
                     round_trips: 1,
@@ -148,13 +152,12 @@ impl DbSession {
         let mut all = Vec::with_capacity(statements.len() + 1);
         all.push(Piped::new(Begin));
         all.extend(statements);
-        let mut results = send_all(conn, all, true).await;
-        let ended = results.pop().unwrap_or(Ok(0));
+        let (results, ended) = send_then_end(conn, all).await;
         if ended.is_ok() {
             *AsyncTxManager::transaction_manager_status_mut(conn) =
                 TransactionManagerStatus::Valid(Default::default());
         }
-        let mut rows = first_error(results)?;
+        let mut rows: Vec<usize> = results.into_iter().collect::<QueryResult<_>>()?;
         ended?;
         rows.remove(0);
         Ok(Pipelined {
@@ -180,51 +183,37 @@ impl DbSession {
     }
 }
 
-/// Polls every statement's future together, in order, and collects the
-/// answers. With `then_end`, one more goes last: COMMIT, or ROLLBACK when a
-/// statement has already failed by the time its turn comes.
-async fn send_all(
-    conn: &AsyncPgConnection,
-    statements: Vec<Piped>,
-    then_end: bool,
-) -> Vec<QueryResult<usize>> {
-    let failed = AtomicBool::new(false);
-    let failed = &failed;
-    let mut futures: Vec<BoxFuture<'_, QueryResult<usize>>> =
-        Vec::with_capacity(statements.len() + 1);
-    for statement in statements {
-        futures.push(
-            statement
-                .0
-                .send(conn)
-                .inspect(move |r| {
-                    if r.is_err() {
-                        failed.store(true, Ordering::Relaxed);
-                    }
-                })
-                .boxed(),
-        );
-    }
-    if then_end {
-        futures.push(
-            async move {
-                // First polled after every statement's first poll (join_all
-                // polls in order): one that failed before it was sent has
-                // said so by now.
-                let end = if failed.load(Ordering::Relaxed) {
-                    Piped::new(Rollback)
-                } else {
-                    Piped::new(Commit)
-                };
-                end.0.send(conn).await
-            }
-            .boxed(),
-        );
-    }
-    join_all(futures).await
+/// Sends every statement, their futures polled together in order, and
+/// collects the answers.
+async fn send_all(conn: &AsyncPgConnection, statements: Vec<Piped>) -> Vec<QueryResult<usize>> {
+    join_all(statements.into_iter().map(|s| s.0.send(conn))).await
 }
 
-/// The rows of every statement, or the first error in statement order.
-fn first_error(results: Vec<QueryResult<usize>>) -> QueryResult<Vec<usize>> {
-    results.into_iter().collect()
+/// [`send_all`], then COMMIT in the same flight, or ROLLBACK when a
+/// statement has already failed by the time the end's turn comes. Answers
+/// the statements' results and the end's.
+async fn send_then_end(
+    conn: &AsyncPgConnection,
+    statements: Vec<Piped>,
+) -> (Vec<QueryResult<usize>>, QueryResult<usize>) {
+    let failed = &AtomicBool::new(false);
+    let sent = join_all(statements.into_iter().map(|s| {
+        s.0.send(conn).inspect(move |r| {
+            if r.is_err() {
+                failed.store(true, Ordering::Relaxed);
+            }
+        })
+    }));
+    let end = async move {
+        // First polled after every statement's first poll (`join` polls
+        // its first future first, and `join_all` polls in order): one that
+        // failed before it was sent has said so by now.
+        let end = if failed.load(Ordering::Relaxed) {
+            Piped::new(Rollback)
+        } else {
+            Piped::new(Commit)
+        };
+        end.0.send(conn).await
+    };
+    join(sent, end).await
 }
