@@ -275,3 +275,34 @@ async fn a_failed_request_names_its_trace_in_the_problem() {
     let body: Value = resp.json().await.unwrap();
     assert_eq!(body["trace_id"], id.as_str());
 }
+
+#[tokio::test]
+async fn an_import_jobs_parallel_chunks_stay_in_its_trace() {
+    collected::install();
+    let app = spawn_app_with(&[("CHATLAB_ALLOW_OVERRIDES", "true")]).await;
+    let users = app.bulk_users(41).await;
+    let chat = app.create_chat_ok(users[0], &users[1..2]).await;
+    let (tp, trace_id, parent) = traceparent();
+    let resp = app
+        .client
+        .post(app.url(&format!("/v1/chats/{chat}/members/import")))
+        .header("traceparent", &tp)
+        .json(&json!({ "user_ids": &users[2..], "chunk_size": 10, "parallelism": 2 }))
+        .send()
+        .await
+        .unwrap();
+    assert!(resp.status().is_success(), "{}", resp.status());
+    let route = "POST /v1/chats/{id}/members/import";
+    let t = collected::trace(&trace_id, |t| !t.named(route).is_empty()).await;
+    let server = t.one(route);
+    assert_eq!(server.parent_span_id.to_string(), parent);
+    // The chat's check, then four chunks of ten, each on a connection of
+    // its own, all under the request although they ran side by side.
+    let holds = t.named("db.client.connection.use");
+    assert!(holds.iter().all(|h| t.under(h, server)));
+    let chunks: Vec<_> = holds
+        .iter()
+        .filter(|h| !t.statements("INSERT", h).is_empty())
+        .collect();
+    assert_eq!(chunks.len(), 4, "{}", t.names());
+}
