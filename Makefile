@@ -83,7 +83,7 @@ RUNS ?= 50
         loadtest-smoke load-build load-db broker-check events-stress \
         fault-db fault-broker fault-server fault-cancel soak faults
 .PHONY: help run build release test fmt fmt-check lint layering settings-docs schema-check deps-check openapi openapi-check \
-        docker-check k6-check db db-stop broker broker-stop ci clean-testdbs
+        docker-check k6-check db db-stop broker broker-stop ci clean-testdbs up down loadtest-docker
 
 demo: load-build load-db ## The main job: per_row vs batch vs unnest vs single vs pipeline at 50 members on embedded defaults, beside pgbench: the table and a two-line verdict
 	$(LOAD) matrix --name demo --spawn 1 --database-url $(LOAD_DATABASE_URL) \
@@ -250,8 +250,24 @@ settings-docs: ## Regenerate .env.example and the README's settings table from t
 openapi: ## Regenerate openapi/openapi.json from the code
 	$(CARGO) run -q --bin chatlab -- openapi > openapi/openapi.json.tmp && mv openapi/openapi.json.tmp openapi/openapi.json
 
-docker-check: ## Check docker/ offline (no Docker engine needed)
+docker-check: ## Check docker/ offline (no Docker engine needed): compose, the configs it mounts, the dashboard, promtool check config
 	python3 docker/check.py
+
+# The lab of docker/compose.yaml (needs Docker): three chatlab instances
+# behind nginx on DOCKER_PORT, PostgreSQL, Kafka, the OpenTelemetry
+# Collector, Jaeger (16686), Prometheus (9090) and Grafana (3000).
+COMPOSE ?= docker compose -f docker/compose.yaml
+DOCKER_PORT ?= 8080
+
+up: ## Start the Docker lab (docker/compose.yaml, built), wait until every chatlab is healthy
+	$(COMPOSE) up --build --detach --wait
+
+down: ## Stop the Docker lab and drop its volumes
+	$(COMPOSE) down --volumes --remove-orphans
+
+loadtest-docker: load-build ## The mixed run of `make loadtest` against the Docker lab's port (make up first); no servers spawned
+	$(LOAD) run --name loadtest-docker --target http://127.0.0.1:$(DOCKER_PORT) \
+	    --scenario mix --members 20 $(LOADTEST_ARGS) --threshold 'errors<0.01'
 
 k6-check: ## Run the k6 scripts under node against stubs of k6's modules: scenarios, thresholds, tags, headers (no k6 needed)
 	@node loadtest/k6/check.mjs
