@@ -23,6 +23,11 @@ would notice. This script catches that, with the real programs:
    count; a query fails when it returns no series, or when no series
    carries a label it groups by or its legend names (`sum by (publish_mode)`
    over a metric labelled `mode` returns one series with no publish_mode);
+   exemplar-enabled queries of the HTTP duration and connection use-time
+   histograms must find exemplars (/api/v1/query_exemplars) carrying the
+   label Grafana's Prometheus datasource links to Jaeger (trace_id): chatlab
+   runs with every trace sampled and an OTLP endpoint on a closed loopback
+   port, so spans exist and their export fails quietly;
 5. stops what it started (SIGTERM, bounded wait, then SIGKILL) and drops
    the database, whatever happened.
 
@@ -68,6 +73,10 @@ GRAFANA_VARS = {
     "$__range": "1m",
 }
 SCRAPE_INTERVAL = 1.0
+# The histograms whose observations carry their trace's id as an OpenMetrics
+# exemplar (issue 12): every exemplar-enabled query of them must find some.
+EXEMPLAR_METRICS = ("http_server_request_duration_seconds", "db_client_connection_use_time_seconds")
+DATASOURCES = root / "docker/grafana/provisioning/datasources/datasources.yaml"
 
 
 class SetupError(Exception):
@@ -135,7 +144,7 @@ def chatlab_binary():
 
 
 def dashboard_queries(path):
-    """(panel title, refId, expr, legend) of every target, rows' nested panels included."""
+    """(panel title, refId, expr, legend, exemplar) of every target, rows' nested panels included."""
     dash = json.loads(path.read_text())
     out = []
     for panel in dash.get("panels") or []:
@@ -143,7 +152,7 @@ def dashboard_queries(path):
             for t in p.get("targets") or []:
                 if t.get("expr", "").strip():
                     out.append((p.get("title", "?"), t.get("refId", "?"), t["expr"],
-                                t.get("legendFormat", "")))
+                                t.get("legendFormat", ""), bool(t.get("exemplar"))))
     return out
 
 
@@ -214,6 +223,26 @@ def query(prom, expr):
     return doc["data"]["result"], None
 
 
+def trace_id_label():
+    """The exemplar label Grafana's datasource turns into a Jaeger link."""
+    import yaml  # pyyaml, installed by .ci/run
+
+    doc = yaml.safe_load(DATASOURCES.read_text())
+    for ds in doc.get("datasources") or []:
+        for link in (ds.get("jsonData") or {}).get("exemplarTraceIdDestinations") or []:
+            return link["name"]
+    raise SetupError(f"{DATASOURCES} links no exemplars to traces")
+
+
+def exemplars(prom, expr, since):
+    status, body = http("GET", f"{prom}/api/v1/query_exemplars?" + urllib.parse.urlencode(
+        {"query": expr, "start": f"{since:.3f}", "end": f"{time.time():.3f}"}))
+    doc = json.loads(body)
+    if status != 200 or doc.get("status") != "success":
+        return None, doc.get("error", f"HTTP {status}")
+    return [e for series in doc["data"] for e in series.get("exemplars") or []], None
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dashboard", type=pathlib.Path,
@@ -243,7 +272,13 @@ def main():
                if not k.startswith(("KAFKA_", "OTEL_", "DB_", "HTTP_", "CHAT"))}
         env.update({"DATABASE_URL": db_url, "HTTP_ADDR": f"127.0.0.1:{port}",
                     "CHATLAB_ALLOW_OVERRIDES": "true", "RUST_LOG": "warn",
-                    "DB_POOL_MAX_SIZE": "4", "HTTP_WORKERS": "2"})
+                    "DB_POOL_MAX_SIZE": "4", "HTTP_WORKERS": "2",
+                    # Every trace sampled, so observations carry exemplars;
+                    # nothing listens there, so the export fails quietly.
+                    "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{free_port()}",
+                    "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+                    "OTEL_SERVICE_NAME": "chatlab-dashboard-check",
+                    "OTEL_TRACES_SAMPLER": "always_on"})
         server_log = open(tmp / "chatlab.log", "wb")
         server = subprocess.Popen([str(binary), "serve"], env=env, stdout=server_log,
                                   stderr=subprocess.STDOUT)
@@ -266,6 +301,8 @@ def main():
                    lambda: any(r["value"][1] == "1" for r in query(prom_url, 'up{job="chatlab"}')[0] or []),
                    30, prom)
 
+        trace_label = trace_id_label()
+        since = time.time() - 1
         started = time.monotonic()
         requests = load(base)
         print(f"dashboard-check: {requests} requests to chatlab in {time.monotonic() - started:.1f} s")
@@ -273,7 +310,7 @@ def main():
         time.sleep(5 * SCRAPE_INTERVAL)
 
         failed = []
-        for title, ref, expr, legend in queries:
+        for title, ref, expr, legend, exemplar in queries:
             result, error = query(prom_url, substitute(expr))
             missing = [label for label in grouping_labels(expr, legend)
                        if not any(r["metric"].get(label) for r in result or [])]
@@ -288,9 +325,19 @@ def main():
                 print(f"  LABEL  {title} [{ref}]: no series has {', '.join(missing)}")
             else:
                 print(f"  ok {len(result):3d}  {title} [{ref}]")
+            if not (exemplar and any(m in expr for m in EXEMPLAR_METRICS)):
+                continue
+            found, error = exemplars(prom_url, substitute(expr), since)
+            linked = [e for e in found or [] if e.get("labels", {}).get(trace_label)]
+            if error or not linked:
+                why = f"error: {error}" if error else f"no exemplar with a {trace_label} label"
+                failed.append((title, ref, expr, why))
+                print(f"  NOEXM  {title} [{ref}]: {why}")
+            else:
+                print(f"  ok {len(linked):3d}  {title} [{ref}] exemplars with {trace_label}")
         if failed:
             print(f"dashboard-check: {len(failed)} of {len(queries)} queries of {args.dashboard.name} "
-                  "returned no series or lack a label they group by (a metric or label chatlab does not export?):")
+                  "returned no series, lack a label they group by, or lack exemplars (a metric or label chatlab does not export?):")
             for title, ref, expr, why in failed:
                 print(f"  {title} [{ref}] ({why}): {expr}")
             return 1
@@ -315,4 +362,7 @@ def main():
 
 
 if __name__ == "__main__":
+    # SIGTERM (make interrupted, a CI timeout) unwinds through main's
+    # `finally`, so chatlab and Prometheus are stopped and the database dropped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     sys.exit(main())
