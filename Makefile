@@ -83,7 +83,7 @@ RUNS ?= 50
         loadtest-smoke load-build load-db broker-check events-stress \
         fault-db fault-broker fault-server fault-cancel soak faults
 .PHONY: help run build release test fmt fmt-check lint layering settings-docs schema-check deps-check openapi openapi-check \
-        docker-check k6-check db db-stop broker broker-stop ci clean-testdbs
+        docker-check k6-check db db-stop broker broker-stop ci clean-testdbs up down loadtest-docker dashboard-check
 
 demo: load-build load-db ## The main job: per_row vs batch vs unnest vs single vs pipeline at 50 members on embedded defaults, beside pgbench: the table and a two-line verdict
 	$(LOAD) matrix --name demo --spawn 1 --database-url $(LOAD_DATABASE_URL) \
@@ -210,12 +210,16 @@ db: ## Start PostgreSQL if nothing answers, and create the chatlab database
 db-stop: ## Stop a private PostgreSQL cluster started by `make db` or `make test`
 	scripts/stop-postgres.sh
 
-test: ## Run every test against real PostgreSQL and a real Kafka-protocol broker (both started if needed)
+# The dashboard check runs even when a cargo test failed (it uses the debug
+# binary the tests built); either failing fails the target.
+test: ## Run every test against real PostgreSQL and a real Kafka-protocol broker (both started if needed), then the dashboard's queries against a real Prometheus
 	@DATABASE_URL=$(DATABASE_ADMIN_URL) scripts/ensure-postgres.sh
 	@DATABASE_URL=$(DATABASE_ADMIN_URL) scripts/ensure-german-messages.sh
 	@KAFKA_TEST_BROKERS=$(KAFKA_TEST_BROKERS) scripts/ensure-tansu.sh
 	DATABASE_URL=$(DATABASE_ADMIN_URL) KAFKA_TEST_BROKERS=$(KAFKA_TEST_BROKERS) \
-	    TANSU_BIN=$$(scripts/ensure-tansu.sh --print-bin) scripts/run-tests.sh
+	    TANSU_BIN=$$(scripts/ensure-tansu.sh --print-bin) scripts/run-tests.sh; status=$$?; \
+	DATABASE_ADMIN_URL=$(DATABASE_ADMIN_URL) python3 scripts/dashboard-check.py || status=1; \
+	exit $$status
 
 broker: ## Start tansu (a Kafka-protocol broker) on KAFKA_TEST_BROKERS if nothing answers there
 	@KAFKA_TEST_BROKERS=$(KAFKA_TEST_BROKERS) scripts/ensure-tansu.sh
@@ -250,8 +254,28 @@ settings-docs: ## Regenerate .env.example and the README's settings table from t
 openapi: ## Regenerate openapi/openapi.json from the code
 	$(CARGO) run -q --bin chatlab -- openapi > openapi/openapi.json.tmp && mv openapi/openapi.json.tmp openapi/openapi.json
 
-docker-check: ## Check docker/ offline (no Docker engine needed)
+docker-check: ## Check docker/ offline (no Docker engine needed): compose, the configs it mounts, the dashboard, promtool check config
 	python3 docker/check.py
+
+# The lab of docker/compose.yaml (needs Docker): three chatlab instances
+# behind nginx on DOCKER_PORT, PostgreSQL, Kafka, the OpenTelemetry
+# Collector, Jaeger (16686), Prometheus (9090) and Grafana (3000).
+COMPOSE ?= docker compose -f docker/compose.yaml
+DOCKER_PORT ?= 8080
+
+up: ## Start the Docker lab (docker/compose.yaml, built), wait until every chatlab is healthy
+	$(COMPOSE) up --build --detach --wait
+
+down: ## Stop the Docker lab and drop its volumes
+	$(COMPOSE) down --volumes --remove-orphans
+
+loadtest-docker: load-build ## The mixed run of `make loadtest` against the Docker lab's port (make up first); no servers spawned
+	$(LOAD) run --name loadtest-docker --target http://127.0.0.1:$(DOCKER_PORT) \
+	    --scenario mix --members 20 $(LOADTEST_ARGS) --threshold 'errors<0.01'
+
+dashboard-check: ## Every query of docker/'s Grafana dashboard against Debian's Prometheus scraping a live chatlab under a short load
+	@DATABASE_URL=$(DATABASE_ADMIN_URL) scripts/ensure-postgres.sh
+	DATABASE_ADMIN_URL=$(DATABASE_ADMIN_URL) python3 scripts/dashboard-check.py
 
 k6-check: ## Run the k6 scripts under node against stubs of k6's modules: scenarios, thresholds, tags, headers (no k6 needed)
 	@node loadtest/k6/check.mjs

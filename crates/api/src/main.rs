@@ -1,7 +1,8 @@
 //! The `chatlab` binary: `chatlab` (or `chatlab serve`) runs the server from
 //! env vars and flags (`chatlab --help` lists every setting); `chatlab
 //! openapi` prints the OpenAPI document; `chatlab audit` reconciles the event
-//! topic with the database; `chatlab settings` prints the settings reference.
+//! topic with the database; `chatlab settings` prints the settings reference;
+//! `chatlab probe` checks a running server's `/readyz` (the image's healthcheck).
 
 use std::process::ExitCode;
 
@@ -10,6 +11,8 @@ use clap::{Parser, Subcommand, ValueEnum};
 use chatlab_api::config::{self, ConfigError, DeclaredSettings, LogFormat, Settings, reference};
 use chatlab_api::startup::Application;
 use chatlab_api::{openapi, telemetry};
+
+mod probe;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -52,6 +55,18 @@ enum Command {
         /// verdict), not only those with a finding.
         #[arg(long)]
         events: bool,
+    },
+    /// GET /readyz on the server at HTTP_ADDR (or --url) and exit 0 on a
+    /// 2xx answer, 1 otherwise: the Docker image's healthcheck, which has no
+    /// curl.
+    Probe {
+        /// The URL to GET (default: /readyz on HTTP_ADDR, loopback when
+        /// HTTP_ADDR binds every address).
+        #[arg(long)]
+        url: Option<String>,
+        /// Give up after this many milliseconds (connect and answer).
+        #[arg(long, default_value_t = probe::DEFAULT_TIMEOUT.as_millis() as u64)]
+        timeout_ms: u64,
     },
     /// Print every setting with its default and doc: as `.env.example`
     /// (`env`), as the README's table (`markdown`), or the README read from
@@ -118,6 +133,10 @@ async fn main() -> ExitCode {
             }
         },
         Command::Serve => serve(settings()).await,
+        Command::Probe { url, timeout_ms } => {
+            let url = url.unwrap_or_else(|| probe::readyz_url(cli.settings.http_addr));
+            probe::run(&url, std::time::Duration::from_millis(timeout_ms)).await
+        }
         Command::Audit {
             since,
             until,

@@ -11,5 +11,6 @@ mod messages;
 mod operations;
 mod pool;
 mod private_broker;
+mod probe;
 mod support;
 mod users;
