@@ -100,6 +100,8 @@ pub struct MatrixSpec {
     pub mix_strategies: bool,
     /// Think time of each VU.
     pub think_time: Duration,
+    /// Share of requests sent with a sampled `traceparent`.
+    pub trace_fraction: f64,
     /// Run pgbench on the same SQL at the same database concurrency.
     pub baseline: Option<String>,
     /// Sampling period of the servers' metrics.
@@ -406,11 +408,14 @@ async fn measure_point(
     strategies: &[Choice<InsertStrategy>],
     label: &str,
 ) -> (RunOutcome, ServerStats) {
-    let work = Arc::new(Workload::new(
-        spec.scenarios[point.scenario].clone(),
-        under_test.seeded.clone(),
-        point.members,
-    ));
+    let work = Arc::new(
+        Workload::new(
+            spec.scenarios[point.scenario].clone(),
+            under_test.seeded.clone(),
+            point.members,
+        )
+        .with_trace_fraction(spec.trace_fraction),
+    );
     let (outcome, stats) = measure(
         client,
         &under_test.watched,

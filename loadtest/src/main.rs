@@ -31,6 +31,7 @@ mod sampler;
 mod scenario;
 mod schedule;
 mod thresholds;
+mod traces;
 mod verdict;
 
 use std::process::ExitCode;

@@ -15,7 +15,8 @@ use crate::thresholds::Threshold;
 use crate::{baseline, charts, report};
 
 use super::{
-    ServerArgs, chart_subtitle, check, fleet_spec, http_client, machine_note, results_dir,
+    ServerArgs, TraceArgs, chart_subtitle, check, fleet_spec, http_client, machine_note,
+    results_dir,
 };
 use crate::error::LoadError;
 
@@ -23,6 +24,8 @@ use crate::error::LoadError;
 pub(crate) struct MatrixArgs {
     #[command(flatten)]
     servers: ServerArgs,
+    #[command(flatten)]
+    traces: TraceArgs,
     /// Name of the results folder.
     #[arg(long, default_value = "matrix")]
     name: String,
@@ -110,6 +113,7 @@ pub(crate) async fn matrix(args: MatrixArgs) -> Result<bool, LoadError> {
         rounds: args.rounds,
         mix_strategies: args.mix_strategies,
         think_time: args.think_time,
+        trace_fraction: args.traces.trace_fraction,
         baseline: args.baseline.then(|| args.servers.database_url.clone()),
         sample_interval: args.servers.sample_interval,
         seed_users: args.servers.seed_users,
@@ -162,6 +166,7 @@ pub(crate) async fn matrix(args: MatrixArgs) -> Result<bool, LoadError> {
     let subtitle = chart_subtitle(&args.pool_sizes, args.duration, args.rounds);
     let charts = charts::standard(&out, &cells, &subtitle)?;
     println!("{}", report::to_markdown(&cells));
+    print!("{}", report::traces_markdown(&cells));
     if let Some(v) = verdict {
         println!("{v}\n");
     }
