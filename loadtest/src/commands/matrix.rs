@@ -34,8 +34,9 @@ pub(crate) struct MatrixArgs {
         value_parser = |s: &str| s.parse::<Scenario>())]
     scenarios: Vec<Scenario>,
     /// Server variants, NAME or NAME:KEY=VALUE+KEY=VALUE (repeatable;
-    /// spawned servers restart with each), e.g. `--variant
-    /// async:DB_DRIVER=async --variant blocking:DB_DRIVER=blocking`.
+    /// spawned servers restart with each, and alternate round by round),
+    /// e.g. `--variant async:DB_DRIVER=async --variant
+    /// blocking:DB_DRIVER=blocking`.
     #[arg(long = "variant", value_parser = |s: &str| s.parse::<ServerVariant>())]
     variants: Vec<ServerVariant>,
     /// Strategies (`-`: the server's own).
@@ -59,7 +60,8 @@ pub(crate) struct MatrixArgs {
     /// Unmeasured load before the cells.
     #[arg(long, default_value = "3s", value_parser = parse_duration)]
     warmup: Duration,
-    /// Rounds per cell (strategies alternate A B, B A, ...).
+    /// Rounds per cell (strategies alternate A B, B A, ...; with several
+    /// variants or pool sizes, so do the servers, restarted each round).
     #[arg(long, default_value_t = 1)]
     rounds: usize,
     /// Mix strategies per request in one run instead of alternating runs.
