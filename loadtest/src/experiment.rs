@@ -14,6 +14,7 @@ use crate::charts;
 use crate::choice::Choice;
 use crate::error::LoadError;
 use crate::fleet::{Fleet, FleetSpec};
+use crate::otlp_sink::{OtlpSink, SinkCounts};
 use crate::prom::HistogramSnapshot;
 use crate::report::CellResult;
 use crate::runner::{self, Model, RunOutcome, VariantOutcome};
@@ -203,6 +204,16 @@ struct Point {
     mode: Choice<PublishMode>,
 }
 
+/// What the matrix got: its cells, in a stable order, and what the OTLP
+/// sink received from each server variant's fleets (when there is a sink).
+pub struct MatrixOutcome {
+    /// The cells.
+    pub cells: Vec<CellResult>,
+    /// Per variant, in the spec's order: what the sink received while its
+    /// servers ran, up to their exit (so their final export counts).
+    pub sink_counts: Vec<SinkCounts>,
+}
+
 /// One start of a fleet: which variant, which pool size, which rounds of
 /// its cells it runs before it stops.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -248,14 +259,17 @@ fn fleet_runs(variants: usize, pool_sizes: &[u32], rounds: usize) -> Vec<FleetRu
     out
 }
 
-/// Runs the matrix; answers its cells in a stable order.
+/// Runs the matrix; answers its cells in a stable order, and what `sink`
+/// received per variant.
 pub async fn run_matrix(
     client: &reqwest::Client,
     spec: &MatrixSpec,
-) -> Result<Vec<CellResult>, LoadError> {
+    sink: Option<&OtlpSink>,
+) -> Result<MatrixOutcome, LoadError> {
     let mut acc: BTreeMap<Key, Accumulated> = BTreeMap::new();
     let mut server_count = 0;
     let mut baseline_tps = BTreeMap::new();
+    let mut sink_counts = vec![SinkCounts::default(); spec.variants.len()];
     let rounds = spec.rounds.max(1);
     for FleetRun {
         variant,
@@ -264,6 +278,7 @@ pub async fn run_matrix(
     } in fleet_runs(spec.variants.len(), &spec.pool_sizes, rounds)
     {
         let last_round = fleet_rounds.end == rounds;
+        let received_before = sink.map(OtlpSink::counts);
         let under_test = start_fleet(client, spec, variant, pool).await?;
         server_count = under_test.watched.targets.len();
         for point in points(spec) {
@@ -296,7 +311,12 @@ pub async fn run_matrix(
                 }
             }
         }
+        // Stopping waits for the servers' exit, so their last export
+        // has reached the sink by now.
         drop(under_test._fleet);
+        if let (Some(sink), Some(before)) = (sink, received_before) {
+            sink_counts[variant].add(sink.counts().since(before));
+        }
         // The baselines once per fleet, after its last round (pgbench
         // figures are kept across fleets anyway).
         if let (Some(database_url), true) = (&spec.baseline, last_round) {
@@ -317,10 +337,13 @@ pub async fn run_matrix(
             baseline.run(spec, &mut baseline_tps, &mut acc).await?;
         }
     }
-    Ok(acc
-        .into_iter()
-        .map(|(key, a)| a.into_cell(spec, key, server_count))
-        .collect())
+    Ok(MatrixOutcome {
+        cells: acc
+            .into_iter()
+            .map(|(key, a)| a.into_cell(spec, key, server_count))
+            .collect(),
+        sink_counts,
+    })
 }
 
 /// Starts (or takes) the servers of `variant` at pool size `pool`, seeds

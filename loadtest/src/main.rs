@@ -23,6 +23,7 @@ mod experiment;
 mod fault;
 mod fleet;
 mod latency;
+mod otlp_sink;
 mod procstat;
 mod prom;
 mod report;
