@@ -194,7 +194,9 @@ pub(crate) async fn matrix(args: MatrixArgs) -> Result<bool, LoadError> {
     let subtitle = chart_subtitle(&args.pool_sizes, args.duration, args.rounds);
     let charts = charts::standard(&out, &cells, &subtitle)?;
     println!("{}", report::to_markdown(&cells));
-    print!("{sink_table}");
+    if !sink_table.is_empty() {
+        println!("{sink_table}");
+    }
     print!("{}", report::traces_markdown(&cells));
     if let Some(v) = verdict {
         println!("{v}\n");
