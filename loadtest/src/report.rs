@@ -353,8 +353,13 @@ pub fn traces_markdown(cells: &[CellResult]) -> String {
     for c in cells.iter().filter(|c| c.slowest_traces.traced() > 0) {
         let _ = write!(
             out,
-            "\n**server {}, {}, strategy {}, mode {}, {} members, {} VUs**: {} of {} requests traced (p99 {:.1} ms)\n\n| latency ms | operation | status | trace id |\n|---|---|---|---|\n",
-            c.server,
+            "\n**{}{}, strategy {}, mode {}, {} members, {} VUs**: {} of {} requests traced (p99 {:.1} ms)\n\n| latency ms | operation | status | trace id |\n|---|---|---|---|\n",
+            // `run` has no server variant.
+            if c.server.is_empty() {
+                String::new()
+            } else {
+                format!("server {}, ", c.server)
+            },
             c.scenario,
             c.strategy,
             c.publish_mode,
@@ -464,6 +469,7 @@ mod tests {
         assert_eq!(traces_markdown(&[cell("batch", 1.0)]), "");
         let mut traced = cell("batch", 900.0);
         traced.server = "otel-100pct".into();
+        traced.scenario = "create-chat".into();
         for (micros, id) in [(12_500, 0xabc_u128), (140_000, 0xdef)] {
             traced.slowest_traces.offer(TracedRequest {
                 micros,
@@ -472,8 +478,14 @@ mod tests {
                 status: 201,
             });
         }
+        let mut unnamed = traced.clone();
+        unnamed.server = String::new();
+        assert!(traces_markdown(&[unnamed]).contains("\n**create-chat, strategy batch"));
         let md = traces_markdown(&[cell("per_row", 1.0), traced]);
-        assert!(md.contains("server otel-100pct"), "{md}");
+        assert!(
+            md.contains("**server otel-100pct, create-chat, strategy batch"),
+            "{md}"
+        );
         assert!(md.contains("2 of 0 requests traced"), "{md}");
         assert!(!md.contains("per_row"), "{md}");
         let slow = md
