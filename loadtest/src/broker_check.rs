@@ -190,6 +190,7 @@ fn event(chat: Uuid) -> Event {
             sender_id: Uuid::nil(),
             body_length: 1,
         },
+        trace_parent: None,
     }
 }
 

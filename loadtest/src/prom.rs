@@ -79,9 +79,11 @@ fn parse_line(line: &str) -> Option<Sample> {
     if line.is_empty() || line.starts_with('#') {
         return None;
     }
+    // The first `}` closes the labels: an OpenMetrics exemplar after the
+    // value (`# {trace_id="..."} 0.4`) has braces of its own.
     let (series, rest) = match line.find('{') {
-        Some(_) => {
-            let close = line.rfind('}')?;
+        Some(open) => {
+            let close = open + line[open..].find('}')?;
             (&line[..=close], line[close + 1..].trim())
         }
         None => line.split_once(' ').map(|(a, b)| (a, b.trim()))?,
@@ -247,8 +249,9 @@ mod tests {
 
     const TEXT: &str = r#"# HELP db_client_connection_count Connections.
 # TYPE db_client_connection_count gauge
-db_client_connection_count{state="idle"} 3
-db_client_connection_count{state="used"} 2
+db_client_connection_count{db_client_connection_state="idle"} 3
+e_seconds_bucket{le="0.5"} 4 # {trace_id="4bf92f3577b34da6a3ce929d0e0e4736"} 0.41 1764547200.0
+db_client_connection_count{db_client_connection_state="used"} 2
 db_client_connection_pending_requests 0
 h_seconds_sum 0.6
 h_seconds_count 4
@@ -265,13 +268,18 @@ odd{path="a \"quoted\", b"} 1
     fn parses_samples_and_labels() {
         let e = Exposition::parse(TEXT);
         assert_eq!(
-            e.sum("db_client_connection_count", &[("state", "used")]),
+            e.sum(
+                "db_client_connection_count",
+                &[("db_client_connection_state", "used")]
+            ),
             2.0
         );
         assert_eq!(e.sum("db_client_connection_count", &[]), 5.0);
         assert_eq!(e.sum("x_total", &[("strategy", "batch")]), 7.0);
         assert_eq!(e.sum("x_total", &[("publish_mode", "off")]), 12.0);
         assert_eq!(e.sum("missing", &[]), 0.0);
+        // An exemplar after the value is not part of the sample.
+        assert_eq!(e.sum("e_seconds_bucket", &[("le", "0.5")]), 4.0);
         let odd = e.matching("odd", &[]).next().unwrap();
         assert_eq!(odd.labels["path"], "a \"quoted\", b");
     }

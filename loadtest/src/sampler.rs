@@ -97,7 +97,10 @@ impl Sampler {
                 }
                 for w in &mut watches {
                     if let Some(e) = scrape(&client, &w.url).await {
-                        let used = e.sum("db_client_connection_count", &[("state", "used")]);
+                        let used = e.sum(
+                            "db_client_connection_count",
+                            &[("db_client_connection_state", "used")],
+                        );
                         let pending = e.sum("db_client_connection_pending_requests", &[]);
                         stats.used_max = stats.used_max.max(used);
                         stats.pending_max = stats.pending_max.max(pending);

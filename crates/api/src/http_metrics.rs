@@ -1,7 +1,9 @@
 //! `http_server_request_duration_seconds`, by method, route template and
 //! status (OpenTelemetry's HTTP server conventions). The route is the
 //! template (`/v1/chats/{id}`), never the raw path, so label cardinality
-//! stays bounded whatever clients send.
+//! stays bounded whatever clients send. A bucket carries, as an OpenMetrics
+//! exemplar, the trace id of a sampled request that fell in it, so the
+//! slowest bucket on a dashboard leads to a trace.
 
 use std::time::Instant;
 
@@ -10,11 +12,11 @@ use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::middleware::Next;
 use actix_web::{Error, web};
 use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::exemplar::HistogramWithExemplars;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
-use chatlab_persistence::pool_metrics::latency_buckets;
+use chatlab_persistence::pool_metrics::{TraceLabel, latency_buckets};
 
 /// Labels of the request-duration histogram.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -27,21 +29,24 @@ pub struct RequestLabels {
     pub http_response_status_code: u16,
 }
 
-fn new_histogram() -> Histogram {
-    Histogram::new(latency_buckets())
+/// A duration histogram whose buckets keep an exemplar each.
+pub type Durations = HistogramWithExemplars<TraceLabel>;
+
+fn new_histogram() -> Durations {
+    HistogramWithExemplars::new(latency_buckets())
 }
 
 /// HTTP server metrics.
 #[derive(Debug, Clone)]
 pub struct HttpMetrics {
     /// Request durations.
-    pub duration: Family<RequestLabels, Histogram, fn() -> Histogram>,
+    pub duration: Family<RequestLabels, Durations, fn() -> Durations>,
 }
 
 impl HttpMetrics {
     /// Creates the metrics and registers them.
     pub fn register(registry: &mut Registry) -> Self {
-        let duration = Family::<RequestLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+        let duration = Family::<RequestLabels, Durations, fn() -> Durations>::new_with_constructor(
             new_histogram,
         );
         registry.register_with_unit(
@@ -72,10 +77,11 @@ pub async fn record(
                 .unwrap_or_else(|| "unmatched".to_owned()),
             http_response_status_code: response.status().as_u16(),
         };
-        metrics
-            .duration
-            .get_or_create(&labels)
-            .observe(started.elapsed().as_secs_f64());
+        metrics.duration.get_or_create(&labels).observe(
+            started.elapsed().as_secs_f64(),
+            TraceLabel::of(&tracing::Span::current()),
+            None,
+        );
     }
     Ok(response)
 }

@@ -11,6 +11,7 @@ pub mod http_metrics;
 pub mod openapi;
 pub mod overrides;
 pub mod problem;
+pub mod process_metrics;
 pub mod routes;
 pub mod startup;
 pub mod state;

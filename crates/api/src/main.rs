@@ -206,7 +206,28 @@ async fn serve(settings: Result<Settings, ConfigError>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    telemetry::init(settings.log_format, &settings.log_filter);
+    let tracer = match telemetry::otlp::provider_from_env() {
+        Ok(tracer) => tracer,
+        Err(e) => {
+            telemetry::init(LogFormat::Pretty, "info");
+            tracing::error!("invalid configuration: {}", error_chain(&e));
+            eprintln!("chatlab: invalid configuration: {}", error_chain(&e));
+            return ExitCode::from(2);
+        }
+    };
+    telemetry::install(settings.log_format, &settings.log_filter, tracer.as_ref());
+    if tracer.is_some() {
+        tracing::info!("exporting traces over OTLP (OTEL_EXPORTER_OTLP_ENDPOINT)");
+    }
+    let code = serve_traced(settings).await;
+    if let Some(tracer) = tracer {
+        // The batch processor's shutdown blocks until its last export.
+        let _ = tokio::task::spawn_blocking(move || tracer.shutdown()).await;
+    }
+    code
+}
+
+async fn serve_traced(settings: Settings) -> ExitCode {
     let app = match Application::build(settings).await {
         Ok(app) => app,
         Err(e) => {

@@ -24,9 +24,11 @@ use crate::config::Settings;
 use crate::http_metrics::{self, HttpMetrics};
 use crate::openapi;
 use crate::problem::rejections;
+use crate::process_metrics::ProcessMetrics;
 use crate::routes;
 use crate::state::{AppState, MetricsEndpoint};
-use crate::telemetry::RequestSpan;
+use crate::telemetry::export_metrics::ExportMetrics;
+use crate::telemetry::{RequestSpan, trace_headers};
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -125,6 +127,8 @@ impl Application {
         let (relay_stop, relay_stopped) = watch::channel(false);
         let relay = relay.spawn(relay_stopped);
         let http_metrics = web::Data::new(HttpMetrics::register(&mut registry));
+        ExportMetrics::register(&mut registry);
+        ProcessMetrics::register(&mut registry);
         tracing::info!(
             driver = settings.db.driver.as_str(),
             pooling = settings.db.pooling.as_str(),
@@ -187,6 +191,7 @@ impl Application {
                 .service(SwaggerUi::new("/docs/{_:.*}").url("/openapi.json", doc.clone()))
                 .default_service(web::to(rejections::no_route))
                 .wrap(from_fn(http_metrics::record))
+                .wrap(from_fn(trace_headers::add))
                 .wrap(TracingLogger::<RequestSpan>::new())
         })
         .workers(settings.http.workers)

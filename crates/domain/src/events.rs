@@ -30,6 +30,11 @@ pub struct Event {
     /// What happened.
     #[serde(flatten)]
     pub payload: EventPayload,
+    /// The W3C `traceparent` of the request that wrote the event, when it
+    /// was traced: kept with an outbox row, so the relay can carry the
+    /// request's trace to the record. Not part of the payload.
+    #[serde(skip)]
+    pub trace_parent: Option<String>,
 }
 
 /// The event types and their fields; `type` on the wire.
@@ -101,7 +106,14 @@ impl Event {
             schema_version: EVENT_SCHEMA_VERSION,
             publish_mode: mode.as_str().to_owned(),
             payload,
+            trace_parent: None,
         }
+    }
+
+    /// The event, carrying the trace context of the request that wrote it.
+    pub fn with_trace_parent(mut self, trace_parent: Option<String>) -> Self {
+        self.trace_parent = trace_parent;
+        self
     }
 
     /// The `type` field.

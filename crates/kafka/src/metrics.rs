@@ -11,11 +11,14 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
-/// Label: the publish mode.
+use chatlab_domain::PublishMode;
+
+/// Label: the publish mode (the same label name as on the hold-time
+/// histogram, so one dashboard variable selects both).
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ModeLabel {
     /// `in_tx_await`, `in_tx_enqueue`, `after_commit` or `outbox`.
-    pub mode: &'static str,
+    pub publish_mode: &'static str,
 }
 
 /// Bucket bounds of produce durations, seconds: 100 µs to 10 s.
@@ -68,6 +71,15 @@ impl EventMetrics {
             receipts_dropped: Counter::default(),
             producer_rebuilds: Counter::default(),
         };
+        // Every mode that publishes, from the start: a dashboard shows 0
+        // (the histogram appears with its first send).
+        for mode in PublishMode::ALL.into_iter().filter(|m| m.publishes()) {
+            let label = ModeLabel {
+                publish_mode: mode.as_str(),
+            };
+            let _ = m.published.get_or_create(&label);
+            let _ = m.failed.get_or_create(&label);
+        }
         registry.register_with_unit(
             "chatlab_event_produce_duration",
             "Time from handing an event to the producer to the broker's acknowledgement",

@@ -12,7 +12,8 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::future_producer::OwnedDeliveryResult;
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer};
 use rdkafka::util::Timeout;
-use tracing::{info, warn};
+use tracing::field::Empty;
+use tracing::{Instrument as _, info, warn};
 
 use chatlab_domain::{AckedEvent, Event, EventPublisher, PublishError, PublishMode, Receipt};
 use tokio::sync::mpsc;
@@ -111,11 +112,15 @@ impl KafkaPublisher {
     /// Hands the record to the current producer; answers the producer's
     /// generation with the delivery future. A refusal by a dead producer
     /// replaces it.
-    fn enqueue_record(&self, event: &Event) -> Result<(Generation, DeliveryFuture), PublishError> {
+    fn enqueue_record(
+        &self,
+        event: &Event,
+        mode: PublishMode,
+    ) -> Result<(Generation, DeliveryFuture), PublishError> {
         let key = event.key();
         let payload = event.to_json();
         let event_id = event.event_id.to_string();
-        let headers = OwnedHeaders::new()
+        let mut headers = OwnedHeaders::new()
             .insert(Header {
                 key: "event_type",
                 value: Some(event.event_type()),
@@ -124,6 +129,12 @@ impl KafkaPublisher {
                 key: "event_id",
                 value: Some(event_id.as_str()),
             });
+        for (key, value) in trace_headers(event, mode) {
+            headers = headers.insert(Header {
+                key,
+                value: Some(value.as_str()),
+            });
+        }
         let record = FutureRecord::to(&self.topic)
             .key(&key)
             .payload(&payload)
@@ -165,9 +176,69 @@ impl KafkaPublisher {
 
     fn label(mode: PublishMode) -> ModeLabel {
         ModeLabel {
-            mode: mode.as_str(),
+            publish_mode: mode.as_str(),
         }
     }
+
+    /// The span of one send, named after OpenTelemetry's messaging
+    /// conventions; partition and offset are recorded on success.
+    fn send_span(&self, event: &Event, mode: PublishMode) -> tracing::Span {
+        let span = tracing::debug_span!(
+            "kafka send",
+            otel.name = Empty,
+            otel.kind = "producer",
+            otel.status_code = Empty,
+            messaging.system = "kafka",
+            messaging.operation.type = "send",
+            messaging.operation.name = "send",
+            messaging.destination.name = %self.topic,
+            messaging.destination.partition.id = Empty,
+            messaging.kafka.offset = Empty,
+            messaging.message.id = Empty,
+            chatlab.publish_mode = mode.as_str(),
+            error.type = Empty,
+        );
+        if !span.is_disabled() {
+            span.record("otel.name", format!("send {}", self.topic));
+            span.record("messaging.message.id", event.event_id.to_string());
+        }
+        span
+    }
+}
+
+/// Records a send's outcome on its span.
+fn settled(span: &tracing::Span, outcome: &Result<Receipt, PublishError>) {
+    if span.is_disabled() {
+        return;
+    }
+    match outcome {
+        Ok(receipt) => {
+            span.record(
+                "messaging.destination.partition.id",
+                receipt.partition.to_string(),
+            );
+            span.record("messaging.kafka.offset", receipt.offset);
+        }
+        Err(_) => {
+            span.record("otel.status_code", "ERROR");
+            span.record("error.type", "not_acknowledged");
+        }
+    }
+}
+
+/// The record's W3C trace headers: the send span's own context, so a
+/// consumer continues the trace under it; for an outbox event, relayed
+/// long after its request ended, the context stored with its row, so the
+/// record still continues the request's trace.
+fn trace_headers(event: &Event, mode: PublishMode) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    match (&event.trace_parent, mode) {
+        (Some(stored), PublishMode::Outbox) => {
+            chatlab_telemetry::inject_traceparent(stored, |k, v| out.push((k, v)));
+        }
+        _ => chatlab_telemetry::inject_current(|k, v| out.push((k, v))),
+    }
+    out
 }
 
 #[async_trait]
@@ -175,10 +246,16 @@ impl EventPublisher for KafkaPublisher {
     async fn publish(&self, event: &Event, mode: PublishMode) -> Result<Receipt, PublishError> {
         let label = Self::label(mode);
         let started = Instant::now();
-        let outcome = match self.enqueue_record(event) {
-            Ok((generation, delivery)) => self.settle(&generation, delivery.await),
-            Err(e) => Err(e),
-        };
+        let span = self.send_span(event, mode);
+        let outcome = async {
+            match self.enqueue_record(event, mode) {
+                Ok((generation, delivery)) => self.settle(&generation, delivery.await),
+                Err(e) => Err(e),
+            }
+        }
+        .instrument(span.clone())
+        .await;
+        settled(&span, &outcome);
         self.metrics.record(&label, started, outcome.is_ok());
         if let Ok(receipt) = outcome {
             self.acknowledged(event, receipt);
@@ -188,9 +265,12 @@ impl EventPublisher for KafkaPublisher {
 
     fn enqueue(&self, event: &Event, mode: PublishMode) -> Result<(), PublishError> {
         let label = Self::label(mode);
-        let (generation, delivery) = match self.enqueue_record(event) {
+        // The span lasts until the broker answers, after the request.
+        let span = self.send_span(event, mode);
+        let (generation, delivery) = match span.in_scope(|| self.enqueue_record(event, mode)) {
             Ok(d) => d,
             Err(e) => {
+                settled(&span, &Err(e.clone()));
                 self.metrics.failed.get_or_create(&label).inc();
                 return Err(e);
             }
@@ -201,8 +281,10 @@ impl EventPublisher for KafkaPublisher {
         let this = self.clone();
         let event = event.clone();
         let started = Instant::now();
+        let sent = span.clone();
         tokio::spawn(async move {
             let outcome = this.settle(&generation, delivery.await);
+            settled(&sent, &outcome);
             this.metrics.record(&label, started, outcome.is_ok());
             match outcome {
                 Ok(receipt) => this.acknowledged(&event, receipt),
@@ -210,7 +292,7 @@ impl EventPublisher for KafkaPublisher {
                     warn!(event_id = %event.event_id, error = %e, "enqueued event was not delivered: lost")
                 }
             }
-        });
+        }.instrument(span));
         Ok(())
     }
 }

@@ -5,7 +5,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::Message;
+use rdkafka::message::{Headers as _, Message};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 
 use chatlab_domain::audit::PartitionEnds;
@@ -24,6 +24,9 @@ pub struct TopicRecord {
     pub key: Option<String>,
     /// The event, or why the payload is not one.
     pub event: Result<Event, String>,
+    /// Its W3C `traceparent` header: the trace of the request that wrote
+    /// it, when that request was traced.
+    pub traceparent: Option<String>,
 }
 
 impl TopicRecord {
@@ -131,9 +134,17 @@ pub fn read_all(
             let have = read.entry(partition).or_default();
             if have.insert(offset) {
                 last_new = Instant::now();
+                let traceparent = message.headers().and_then(|headers| {
+                    headers
+                        .iter()
+                        .find(|h| h.key == "traceparent")
+                        .and_then(|h| h.value)
+                        .map(|v| String::from_utf8_lossy(v).into_owned())
+                });
                 records.push(TopicRecord {
                     partition,
                     offset,
+                    traceparent,
                     key: message
                         .key()
                         .map(|k| String::from_utf8_lossy(k).into_owned()),

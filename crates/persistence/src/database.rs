@@ -22,6 +22,7 @@ use futures_util::future::BoxFuture;
 use secrecy::{ExposeSecret, SecretString};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::timeout_at;
+use tracing::Instrument as _;
 
 use crate::async_home::Handoff;
 use crate::blocking_manager::{BlockingManager, connect_blocking};
@@ -31,6 +32,7 @@ use crate::errors::PersistenceError;
 use crate::pool_metrics::{PendingGuard, PoolMetrics, secs};
 use crate::session::{Conn, DbSession};
 use crate::session_settings::{connect, manager_config, set_statements};
+use crate::spans;
 
 type AsyncPool = bb8::Pool<AsyncDieselConnectionManager<AsyncPgConnection>>;
 type BlockingPool = r2d2::Pool<BlockingManager>;
@@ -194,11 +196,15 @@ impl Database {
         T: Send + 'static,
         E: From<PersistenceError> + Send + 'static,
     {
+        // The unit runs on another task (or thread): its spans name the
+        // caller's span as their parent explicitly.
+        let caller = tracing::Span::current();
         match &self.inner.source {
             Source::Async(pool) => {
                 let (db, pool) = (self.clone(), pool.clone());
                 let handoff = Handoff::spawn(self.inner.home.as_ref(), move |start| async move {
-                    let mut session = match db.open_async(pool.as_ref()).await {
+                    let wait = spans::connection_wait(&caller);
+                    let mut session = match db.open_async(pool.as_ref()).instrument(wait).await {
                         Ok(session) => session,
                         Err(e) => return Some(Err(e.into())),
                     };
@@ -207,7 +213,9 @@ impl Database {
                     if !start.begin() {
                         return None;
                     }
-                    Some(work(&mut session).await)
+                    let held = spans::connection_use(&caller);
+                    session.held_in(held.clone());
+                    Some(work(&mut session).instrument(held).await)
                 });
                 handoff.answer().await.unwrap_or_else(|| {
                     Err(
@@ -216,7 +224,7 @@ impl Database {
                     )
                 })
             }
-            Source::Blocking(pool) => self.run_blocking(pool.clone(), work).await,
+            Source::Blocking(pool) => self.run_blocking(pool.clone(), work, caller).await,
         }
     }
 
@@ -262,25 +270,39 @@ impl Database {
         opened
     }
 
-    async fn run_blocking<T, E, F>(&self, pool: Option<BlockingPool>, work: F) -> Result<T, E>
+    async fn run_blocking<T, E, F>(
+        &self,
+        pool: Option<BlockingPool>,
+        work: F,
+        caller: tracing::Span,
+    ) -> Result<T, E>
     where
         F: for<'s> FnOnce(&'s mut DbSession) -> BoxFuture<'s, Result<T, E>> + Send + 'static,
         T: Send + 'static,
         E: From<PersistenceError> + Send + 'static,
     {
+        // The wait spans the queue and the thread here, then the checkout
+        // on the blocking thread.
+        let wait = spans::connection_wait(&caller);
         let waiting = self.inner.metrics.enter_pending();
         let started = Instant::now();
         let deadline = started + self.inner.acquire_timeout;
         let tokio_deadline = tokio::time::Instant::from_std(deadline);
-        let before_thread = match self.queue_turn(tokio_deadline).await {
-            Ok(permit) => {
-                match timeout_at(tokio_deadline, self.inner.threads.clone().acquire_owned()).await {
-                    Ok(Ok(thread)) => Ok((permit, thread)),
-                    Ok(Err(_)) | Err(_) => Err(PersistenceError::PoolTimeout),
+        let before_thread = async {
+            match self.queue_turn(tokio_deadline).await {
+                Ok(permit) => {
+                    match timeout_at(tokio_deadline, self.inner.threads.clone().acquire_owned())
+                        .await
+                    {
+                        Ok(Ok(thread)) => Ok((permit, thread)),
+                        Ok(Err(_)) | Err(_) => Err(PersistenceError::PoolTimeout),
+                    }
                 }
+                Err(e) => Err(e),
             }
-            Err(e) => Err(e),
-        };
+        }
+        .instrument(wait.clone())
+        .await;
         let (permit, thread) = match before_thread {
             Ok(turn) => turn,
             Err(e) => {
@@ -292,10 +314,14 @@ impl Database {
         let runtime = tokio::runtime::Handle::current();
         let joined = tokio::task::spawn_blocking(move || {
             let _thread = thread;
-            let opened = db.open_blocking(pool.as_ref(), deadline, permit, started);
+            let opened =
+                wait.in_scope(|| db.open_blocking(pool.as_ref(), deadline, permit, started));
+            drop(wait);
             db.waited(waiting, started, opened.as_ref().err());
             let mut session = opened?;
-            runtime.block_on(work(&mut session))
+            let held = spans::connection_use(&caller);
+            session.held_in(held.clone());
+            runtime.block_on(work(&mut session).instrument(held))
         })
         .await;
         joined.unwrap_or_else(|e| Err(PersistenceError::Worker(e.to_string()).into()))

@@ -32,6 +32,7 @@ pub mod receipt_ledger;
 pub mod schema;
 pub mod session;
 mod session_settings;
+mod spans;
 pub mod store;
 pub mod write_metrics;
 

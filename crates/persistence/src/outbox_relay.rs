@@ -44,7 +44,7 @@ use prometheus_client::registry::{Registry, Unit};
 use secrecy::{ExposeSecret, SecretString};
 use std::sync::atomic::AtomicU64;
 use tokio::sync::{Notify, watch};
-use tracing::{debug, info, warn};
+use tracing::{Instrument as _, debug, info, warn};
 
 use chatlab_domain::{Event, EventPublisher, PublishError, PublishMode};
 
@@ -152,6 +152,8 @@ struct Claimed {
     payload: String,
     #[diesel(sql_type = diesel::sql_types::Integer)]
     attempts: i32,
+    #[diesel(sql_type = Nullable<Text>)]
+    trace_parent: Option<String>,
 }
 
 #[derive(QueryableByName)]
@@ -247,7 +249,7 @@ struct BatchOutcome {
     dead: usize,
 }
 
-const CLAIM_SQL: &str = "SELECT id, chat_id, payload, attempts FROM outbox \
+const CLAIM_SQL: &str = "SELECT id, chat_id, payload, attempts, trace_parent FROM outbox \
      WHERE published_at IS NULL AND dead_at IS NULL \
      AND pg_try_advisory_xact_lock($1, lock_key) \
      ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED";
@@ -257,6 +259,28 @@ pub const UNREADABLE_ATTEMPTS: i32 = 5;
 
 /// Published rows deleted per statement by retention.
 const RETENTION_BATCH: i64 = 5_000;
+
+/// The span of one relay batch's sends: a trace of its own (no request
+/// waits for it), linked to the request of every event it carries, whose
+/// traces the records themselves continue.
+fn batch_span(rows: &[(&Claimed, Result<Event, String>)]) -> tracing::Span {
+    let span = tracing::debug_span!(
+        parent: None,
+        "outbox relay batch",
+        otel.name = "outbox publish",
+        otel.kind = "producer",
+        messaging.system = "kafka",
+        messaging.batch.message_count = rows.len(),
+    );
+    if !span.is_disabled() {
+        for (row, _) in rows {
+            if let Some(tp) = &row.trace_parent {
+                chatlab_telemetry::link_to(&span, tp);
+            }
+        }
+    }
+    span
+}
 
 impl OutboxRelay {
     /// A relay on its own connection to `url`.
@@ -380,16 +404,19 @@ impl OutboxRelay {
                     .iter()
                     .map(|row| {
                         let event = Event::from_json(row.payload.as_bytes())
+                            .map(|e| e.with_trace_parent(row.trace_parent.clone()))
                             .map_err(|e| format!("unreadable payload: {e}"));
                         (row, event)
                     })
                     .collect();
+                let span = batch_span(&rows);
                 // join_all polls the sends in order, so the producer queues
                 // them in id order; the idempotent producer keeps that order
                 // per partition.
                 let sends = rows.iter().filter_map(|(_, event)| event.as_ref().ok());
                 let mut results =
                     join_all(sends.map(|event| publisher.publish(event, PublishMode::Outbox)))
+                        .instrument(span)
                         .await
                         .into_iter();
                 let mut marks = Marks::default();

@@ -4,13 +4,19 @@
 //!
 //! | chatlab | HikariCP |
 //! |---|---|
-//! | `db_client_connection_count{state="used"}` | active connections |
-//! | `db_client_connection_count{state="idle"}` | idle connections |
+//! | `db_client_connection_count{db_client_connection_state="used"}` | active connections |
+//! | `db_client_connection_count{db_client_connection_state="idle"}` | idle connections |
 //! | `db_client_connection_pending_requests` | pending threads |
 //! | `db_client_connection_wait_time_seconds` | connection acquire time |
 //! | `db_client_connection_use_time_seconds` | connection usage time |
 //! | `db_client_connection_timeouts_total` | connection timeouts |
 //! | `db_client_connection_max` | maximum pool size |
+//!
+//! Every series carries `db_client_connection_pool_name` (the pool's name,
+//! [`POOL_NAME`]), and the state label is OpenTelemetry's
+//! `db.client.connection.state`, so a dashboard written for the
+//! conventions works unchanged. The use-time histogram keeps, per bucket,
+//! the trace id of a sampled checkout as an exemplar.
 //!
 //! Pending requests are counted here, around the checkout, and not taken
 //! from bb8's statistics: bb8 counts a get as pending until it completes, so
@@ -24,6 +30,7 @@ use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::exemplar::HistogramWithExemplars;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
@@ -33,8 +40,29 @@ use prometheus_client::registry::{Registry, Unit};
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StateLabel {
     /// `idle` or `used`.
-    pub state: &'static str,
+    pub db_client_connection_state: &'static str,
 }
+
+/// The pool's name on every pool series (`db_client_connection_pool_name`).
+pub const POOL_NAME: &str = "chatlab";
+
+/// An exemplar's label: the trace a sampled observation belongs to.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TraceLabel {
+    /// 32 hex digits.
+    pub trace_id: String,
+}
+
+impl TraceLabel {
+    /// The exemplar label of `span`'s trace, when tracing is on and the
+    /// trace is sampled; `None` costs nothing with tracing off.
+    pub fn of(span: &tracing::Span) -> Option<Self> {
+        chatlab_telemetry::sampled_trace_id(span).map(|trace_id| Self { trace_id })
+    }
+}
+
+/// A histogram whose buckets keep an exemplar each.
+pub type ExemplarHistogram = HistogramWithExemplars<TraceLabel>;
 
 /// Bucket bounds in seconds, from 50 µs to 30 s: about 1.5× apart, fine
 /// enough to separate a 1 ms batch transaction from a 5 ms per-row one, and
@@ -62,7 +90,7 @@ pub struct PoolMetrics {
     /// Time from asking for a connection to getting one (or timing out).
     pub wait_time: Histogram,
     /// Time from checkout to return, for every checkout.
-    pub use_time: Histogram,
+    pub use_time: ExemplarHistogram,
     /// Checkouts that gave up after the acquire timeout.
     pub timeouts: Counter,
     /// New connections opened, and how long opening took (its count is
@@ -74,14 +102,17 @@ pub struct PoolMetrics {
 }
 
 impl PoolMetrics {
-    /// Creates the metrics and registers them in `registry`.
+    /// Creates the metrics and registers them in `registry`, every series
+    /// labelled with the pool's name.
     pub fn register(registry: &mut Registry) -> Arc<Self> {
+        let registry = registry
+            .sub_registry_with_label(("db_client_connection_pool_name".into(), POOL_NAME.into()));
         let m = Self {
             count: Family::default(),
             max: Gauge::default(),
             pending: Gauge::default(),
             wait_time: Histogram::new(latency_buckets()),
-            use_time: Histogram::new(latency_buckets()),
+            use_time: HistogramWithExemplars::new(latency_buckets()),
             timeouts: Counter::default(),
             create_time: Histogram::new(latency_buckets()),
             open_failures: Counter::default(),
@@ -129,6 +160,8 @@ impl PoolMetrics {
             "Connection opens that failed (refused, unreachable or misconfigured)",
             m.open_failures.clone(),
         );
+        // Both states from the start, so a dashboard shows 0, not nothing.
+        m.refresh(0, 0, 0);
         Arc::new(m)
     }
 
@@ -136,10 +169,14 @@ impl PoolMetrics {
     pub fn refresh(&self, connections: u32, idle: u32, max: u32) {
         let used = connections.saturating_sub(idle);
         self.count
-            .get_or_create(&StateLabel { state: "idle" })
+            .get_or_create(&StateLabel {
+                db_client_connection_state: "idle",
+            })
             .set(i64::from(idle));
         self.count
-            .get_or_create(&StateLabel { state: "used" })
+            .get_or_create(&StateLabel {
+                db_client_connection_state: "used",
+            })
             .set(i64::from(used));
         self.max.set(i64::from(max));
     }

@@ -161,5 +161,6 @@ fn outbox_row(event: &Event) -> InsertOutboxRow {
         event_type: event.event_type(),
         payload: event.to_json(),
         created_at: event.occurred_at,
+        trace_parent: event.trace_parent.clone(),
     }
 }

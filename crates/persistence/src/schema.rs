@@ -59,6 +59,7 @@ diesel::table! {
         attempts -> Int4,
         last_error -> Nullable<Text>,
         dead_at -> Nullable<Timestamptz>,
+        trace_parent -> Nullable<Text>,
     }
 }
 

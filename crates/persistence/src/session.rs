@@ -23,9 +23,11 @@ use diesel_async::{
     AnsiTransactionManager as AsyncTxManager, AsyncPgConnection, TransactionManager as _,
 };
 use tokio::sync::OwnedSemaphorePermit;
+use tracing::Instrument as _;
 
 use crate::blocking_manager::BlockingManager;
-use crate::pool_metrics::{PoolMetrics, secs};
+use crate::pool_metrics::{PoolMetrics, TraceLabel, secs};
+use crate::spans;
 
 /// A pooled diesel-async connection.
 pub(crate) type AsyncPooled =
@@ -40,6 +42,7 @@ pub trait Loadable<U>:
     diesel::RunQueryDsl<PgConnection>
     + diesel::query_dsl::LoadQuery<'static, PgConnection, U>
     + diesel_async::methods::LoadQuery<'static, AsyncPgConnection, U>
+    + QueryFragment<Pg>
     + Send
     + 'static
 {
@@ -49,6 +52,7 @@ impl<Q, U> Loadable<U> for Q where
     Q: diesel::RunQueryDsl<PgConnection>
         + diesel::query_dsl::LoadQuery<'static, PgConnection, U>
         + diesel_async::methods::LoadQuery<'static, AsyncPgConnection, U>
+        + QueryFragment<Pg>
         + Send
         + 'static
 {
@@ -101,6 +105,11 @@ pub struct DbSession {
     metrics: Arc<PoolMetrics>,
     /// Unpooled only: the count of open connections this one is part of.
     live: Option<Arc<AtomicU32>>,
+    /// The connection-use span (disabled until [`DbSession::held_in`]).
+    span: tracing::Span,
+    /// Statements run and rows they touched, for the transaction spans.
+    statements: u64,
+    rows: u64,
 }
 
 impl DbSession {
@@ -116,7 +125,23 @@ impl DbSession {
             since: Instant::now(),
             metrics,
             live,
+            span: tracing::Span::none(),
+            statements: 0,
+            rows: 0,
         }
+    }
+
+    /// Marks `span` as the span of this session's hold on its connection:
+    /// it closes when the session drops, and the use-time observation
+    /// carries its trace as an exemplar.
+    pub(crate) fn held_in(&mut self, span: tracing::Span) {
+        self.span = span;
+    }
+
+    /// Counts statements and rows for the enclosing transaction's span.
+    pub(crate) fn count(&mut self, statements: u64, rows: u64) {
+        self.statements += statements;
+        self.rows += rows;
     }
 
     /// How long this session has held its connection.
@@ -129,9 +154,17 @@ impl DbSession {
     where
         Q: QueryFragment<Pg> + QueryId + ExecuteDsl<PgConnection> + Send,
     {
-        on_conn!(self,
-            c => diesel_async::RunQueryDsl::execute(query, c).await,
-            c => ExecuteDsl::execute(query, c))
+        let span = spans::statement_for(&query);
+        let result = async {
+            on_conn!(self,
+                c => diesel_async::RunQueryDsl::execute(query, c).await,
+                c => ExecuteDsl::execute(query, c))
+        }
+        .instrument(span.clone())
+        .await;
+        spans::outcome(&span, &result, |n| *n);
+        self.count(1, result.as_ref().map_or(0, |n| *n as u64));
+        result
     }
 
     /// Runs a query and collects its rows.
@@ -140,9 +173,17 @@ impl DbSession {
         Q: Loadable<U>,
         U: Send + 'static,
     {
-        on_conn!(self,
-            c => diesel_async::RunQueryDsl::load(query, c).await,
-            c => diesel::RunQueryDsl::load(query, c))
+        let span = spans::statement_for(&query);
+        let result = async {
+            on_conn!(self,
+                c => diesel_async::RunQueryDsl::load(query, c).await,
+                c => diesel::RunQueryDsl::load(query, c))
+        }
+        .instrument(span.clone())
+        .await;
+        spans::returned(&span, &result);
+        self.count(1, result.as_ref().map_or(0, |r| r.len() as u64));
+        result
     }
 
     /// Runs a query that returns exactly one row.
@@ -166,16 +207,29 @@ impl DbSession {
         Ok(self.load(query).await?.into_iter().next())
     }
 
-    async fn commit(&mut self) -> QueryResult<()> {
-        on_conn!(self,
-            c => AsyncTxManager::commit_transaction(c).await,
-            c => SyncTxManager::commit_transaction(c))
-    }
-
-    async fn rollback(&mut self) -> QueryResult<()> {
-        on_conn!(self,
-            c => AsyncTxManager::rollback_transaction(c).await,
-            c => SyncTxManager::rollback_transaction(c))
+    /// BEGIN, COMMIT or ROLLBACK through the driver's transaction
+    /// manager (which keeps its own account of the transaction), in a span
+    /// of its own.
+    async fn control(&mut self, op: Control) -> QueryResult<()> {
+        let span = spans::statement();
+        if !span.is_disabled() {
+            spans::describe(&span, op.sql());
+        }
+        async {
+            on_conn!(self,
+            c => match op {
+                Control::Begin => AsyncTxManager::begin_transaction(c).await,
+                Control::Commit => AsyncTxManager::commit_transaction(c).await,
+                Control::Rollback => AsyncTxManager::rollback_transaction(c).await,
+            },
+            c => match op {
+                Control::Begin => SyncTxManager::begin_transaction(c),
+                Control::Commit => SyncTxManager::commit_transaction(c),
+                Control::Rollback => SyncTxManager::rollback_transaction(c),
+            })
+        }
+        .instrument(span)
+        .await
     }
 
     /// Runs `body` in a transaction on this session, whichever driver
@@ -203,32 +257,88 @@ impl DbSession {
         F: AsyncFnOnce(&mut DbSession) -> Result<R, E>,
         E: From<diesel::result::Error>,
     {
-        self.begin().await?;
+        let span = spans::transaction();
+        let before = (self.statements, self.rows);
+        let outcome = self
+            .transaction_unspanned(body)
+            .instrument(span.clone())
+            .await;
+        self.close_transaction_span(&span, before, outcome.is_ok());
+        outcome
+    }
+
+    /// Records on a transaction's span what ran in it.
+    pub(crate) fn close_transaction_span(
+        &self,
+        span: &tracing::Span,
+        (statements, rows): (u64, u64),
+        committed: bool,
+    ) {
+        if span.is_disabled() {
+            return;
+        }
+        span.record("chatlab.statements", self.statements - statements);
+        span.record("chatlab.rows", self.rows - rows);
+        span.record(
+            "chatlab.outcome",
+            if committed {
+                "committed"
+            } else {
+                "rolled_back"
+            },
+        );
+    }
+
+    /// Statement and row counts so far, for [`DbSession::close_transaction_span`].
+    pub(crate) fn counts(&self) -> (u64, u64) {
+        (self.statements, self.rows)
+    }
+
+    async fn transaction_unspanned<R, E, F>(&mut self, body: F) -> Result<R, E>
+    where
+        F: AsyncFnOnce(&mut DbSession) -> Result<R, E>,
+        E: From<diesel::result::Error>,
+    {
+        self.control(Control::Begin).await?;
         let outcome = body(self).await;
         match outcome {
             Ok(value) => {
-                self.commit().await?;
+                self.control(Control::Commit).await?;
                 Ok(value)
             }
             Err(e) => {
-                if let Err(rollback) = self.rollback().await {
+                if let Err(rollback) = self.control(Control::Rollback).await {
                     tracing::warn!(error = %rollback, "rollback failed; the connection is discarded");
                 }
                 Err(e)
             }
         }
     }
+}
 
-    async fn begin(&mut self) -> QueryResult<()> {
-        on_conn!(self,
-            c => AsyncTxManager::begin_transaction(c).await,
-            c => SyncTxManager::begin_transaction(c))
+/// The statements that open and end a transaction.
+#[derive(Debug, Clone, Copy)]
+enum Control {
+    Begin,
+    Commit,
+    Rollback,
+}
+
+impl Control {
+    fn sql(self) -> &'static str {
+        match self {
+            Self::Begin => "BEGIN",
+            Self::Commit => "COMMIT",
+            Self::Rollback => "ROLLBACK",
+        }
     }
 }
 
 impl Drop for DbSession {
     fn drop(&mut self) {
-        self.metrics.use_time.observe(secs(self.since.elapsed()));
+        self.metrics
+            .use_time
+            .observe(secs(self.since.elapsed()), TraceLabel::of(&self.span), None);
         if let Some(live) = &self.live {
             live.fetch_sub(1, Ordering::Relaxed);
         }

@@ -254,7 +254,10 @@ impl PgStore {
         strategy: InsertStrategy,
         mode: PublishMode,
     ) -> Result<ChatCreated, RepositoryError> {
-        let plan = self.plan(mode, || Event::chat_created(&command, mode));
+        let plan = self.plan(mode, || {
+            Event::chat_created(&command, mode)
+                .with_trace_parent(chatlab_telemetry::current_traceparent())
+        });
         let command = Arc::new(command);
         let written = {
             let (command, plan) = (command.clone(), plan.clone());
@@ -398,7 +401,10 @@ impl PgStore {
         command: SendMessage,
         mode: PublishMode,
     ) -> Result<Message, RepositoryError> {
-        let plan = self.plan(mode, || Event::message_sent(&command, mode));
+        let plan = self.plan(mode, || {
+            Event::message_sent(&command, mode)
+                .with_trace_parent(chatlab_telemetry::current_traceparent())
+        });
         let insert = InsertTalkIfMember {
             id: command.id.as_uuid(),
             chat_id: command.chat_id.as_uuid(),

@@ -143,7 +143,37 @@ impl WriteMetrics {
             "Import chunks (one transaction each), by kind and outcome",
             m.import_chunks.clone(),
         );
+        m.create_every_series();
         Arc::new(m)
+    }
+
+    /// Creates every counter's label combinations at 0, so that a
+    /// dashboard shows 0 for a strategy not used yet, not "no data"
+    /// (histograms appear with their first observation).
+    fn create_every_series(&self) {
+        for strategy in InsertStrategy::ALL {
+            let label = StrategyLabel {
+                strategy: strategy.as_str(),
+            };
+            let _ = self.statements.get_or_create(&label);
+            let _ = self.rows.get_or_create(&label);
+            let _ = self.chats.get_or_create(&label);
+            let _ = self.round_trips.get_or_create(&label);
+            for kind in [ImportKind::Members, ImportKind::Messages] {
+                let _ = self.import_rows.get_or_create(&ImportRowsLabel {
+                    kind: kind.as_str(),
+                    strategy: strategy.as_str(),
+                });
+            }
+        }
+        for kind in [ImportKind::Members, ImportKind::Messages] {
+            for outcome in ["committed", "failed"] {
+                let _ = self.import_chunks.get_or_create(&ImportChunkLabel {
+                    kind: kind.as_str(),
+                    outcome,
+                });
+            }
+        }
     }
 
     /// Records one import chunk.

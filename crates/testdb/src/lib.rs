@@ -227,14 +227,46 @@ async fn ensure_template() -> String {
     name
 }
 
-/// The value of one sample of a Prometheus text exposition, by its full
-/// name and labels as printed (`db_client_connection_count{state="used"}`).
+/// The value of one sample of a Prometheus text exposition, by name and
+/// labels as printed (`db_client_connection_count{db_client_connection_state="used"}`):
+/// the first sample of that name whose labels include the ones given (so
+/// `db_client_connection_max` matches the series whatever pool name it
+/// carries). An exemplar after the value is ignored.
 pub fn sample(exposition: &str, name: &str) -> Option<f64> {
+    let (want_name, want_labels) = split_series(name)?;
     exposition
         .lines()
-        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|line| {
+            let (series, rest) = match line.find('{') {
+                Some(open) => {
+                    let close = open + line[open..].find('}')?;
+                    (&line[..=close], &line[close + 1..])
+                }
+                None => line.split_at(line.find(' ')?),
+            };
+            let (line_name, labels) = split_series(series)?;
+            let matches = line_name == want_name && want_labels.iter().all(|l| labels.contains(l));
+            matches
+                .then(|| rest.split_whitespace().next()?.parse().ok())
+                .flatten()
+        })
+}
+
+/// `name{a="1",b="2"}` as the name and its `a="1"` parts.
+fn split_series(series: &str) -> Option<(&str, Vec<&str>)> {
+    match series.find('{') {
+        Some(open) => {
+            let inner = series[open + 1..].strip_suffix('}')?;
+            let labels = inner
+                .split("\",")
+                .map(|l| l.trim_end_matches('"'))
+                .filter(|l| !l.is_empty())
+                .collect();
+            Some((&series[..open], labels))
+        }
+        None => Some((series.trim(), Vec::new())),
+    }
 }
 
 /// The driver the suites run on: `CHATLAB_TEST_DB_DRIVER` (`async`, the
@@ -276,5 +308,34 @@ mod tests {
         assert_eq!(sample(text, "a_total"), Some(3.0));
         assert_eq!(sample(text, "a_total{x=\"1\"}"), Some(4.0));
         assert_eq!(sample(text, "a"), None);
+    }
+}
+
+#[cfg(test)]
+mod sample_tests {
+    use super::sample;
+
+    const TEXT: &str = "# TYPE x counter\n\
+        db_client_connection_count{db_client_connection_pool_name=\"chatlab\",db_client_connection_state=\"used\"} 2\n\
+        db_client_connection_count{db_client_connection_pool_name=\"chatlab\",db_client_connection_state=\"idle\"} 3\n\
+        db_client_connection_max{db_client_connection_pool_name=\"chatlab\"} 5\n\
+        h_bucket{le=\"0.5\"} 7 # {trace_id=\"abc\"} 0.4 1.0\n\
+        plain_total 9\n";
+
+    #[test]
+    fn samples_match_by_name_and_a_subset_of_labels() {
+        let used = "db_client_connection_count{db_client_connection_state=\"used\"}";
+        assert_eq!(sample(TEXT, used), Some(2.0));
+        assert_eq!(sample(TEXT, "db_client_connection_max"), Some(5.0));
+        assert_eq!(sample(TEXT, "h_bucket{le=\"0.5\"}"), Some(7.0));
+        assert_eq!(sample(TEXT, "plain_total"), Some(9.0));
+        assert_eq!(sample(TEXT, "plain"), None);
+        assert_eq!(
+            sample(
+                TEXT,
+                "db_client_connection_count{db_client_connection_state=\"gone\"}"
+            ),
+            None
+        );
     }
 }

@@ -149,7 +149,10 @@ pub async fn connections_in_use(client: &reqwest::Client, url: &str) -> Result<f
     let metrics = scrape(client, url)
         .await
         .ok_or_else(|| LoadError::server(url, "/metrics did not answer"))?;
-    Ok(metrics.sum("db_client_connection_count", &[("state", "used")]))
+    Ok(metrics.sum(
+        "db_client_connection_count",
+        &[("db_client_connection_state", "used")],
+    ))
 }
 
 /// The audit's figures for one publish mode.

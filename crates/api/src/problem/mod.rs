@@ -62,6 +62,12 @@ pub struct Problem {
     /// written.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failed_chunk: Option<ChunkResponse>,
+    /// The trace this request belongs to (32 hex digits), when it belongs
+    /// to one: the server's own when tracing is on, else the caller's
+    /// `traceparent`. Also in the `X-Trace-Id` header.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(example = "4bf92f3577b34da6a3ce929d0e0e4736")]
+    pub trace_id: Option<String>,
 }
 
 /// One invalid field.
@@ -205,6 +211,7 @@ impl ApiError {
             rows_written: None,
             committed_chunks: None,
             failed_chunk: None,
+            trace_id: None,
         };
         if let Self::ImportStopped {
             cause,

@@ -49,6 +49,7 @@ pub async fn create_chat(
         },
         &state.limits,
     )?;
+    tracing::Span::current().record("chatlab.member_count", command.member_ids.len());
     let created = state.store.create_chat(command, strategy.0, mode.0).await?;
     Ok(HttpResponse::Created()
         .insert_header(strategy.header())

@@ -68,7 +68,7 @@ async fn every_mode_publishes_again(app: &TestApp, users: &[Uuid], within: Durat
             let published = |m: &str| {
                 sample(
                     m,
-                    &format!("chatlab_events_published_total{{mode=\"{mode}\"}}"),
+                    &format!("chatlab_events_published_total{{publish_mode=\"{mode}\"}}"),
                 )
                 .unwrap_or(0.0)
             };

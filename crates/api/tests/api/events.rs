@@ -373,7 +373,7 @@ async fn an_unreachable_broker_costs_each_mode_what_it_promised() {
     assert_eq!(
         sample(
             &metrics,
-            "chatlab_events_failed_total{mode=\"after_commit\"}"
+            "chatlab_events_failed_total{publish_mode=\"after_commit\"}"
         ),
         Some(1.0)
     );
@@ -547,6 +547,7 @@ async fn the_audit_reconciles_a_fabricated_topic_and_table() {
             member_count: 1,
             system_message_id: Uuid::now_v7(),
         },
+        trace_parent: None,
     };
     let e1 = event(c1, "outbox");
     let payloads = [

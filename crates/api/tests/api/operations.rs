@@ -26,7 +26,10 @@ async fn metrics_count_checkouts_and_return_every_connection() {
     );
     assert!(sample(&after, "db_client_connection_wait_time_seconds_count").unwrap() >= 2.0);
     assert_eq!(
-        sample(&after, "db_client_connection_count{state=\"used\"}"),
+        sample(
+            &after,
+            "db_client_connection_count{db_client_connection_state=\"used\"}"
+        ),
         Some(0.0)
     );
     assert_eq!(

@@ -41,7 +41,11 @@ async fn an_exhausted_pool_answers_503_with_retry_after() {
     let mut held = false;
     for _ in 0..100 {
         let m = app.metrics().await;
-        if sample(&m, "db_client_connection_count{state=\"used\"}") == Some(1.0) {
+        if sample(
+            &m,
+            "db_client_connection_count{db_client_connection_state=\"used\"}",
+        ) == Some(1.0)
+        {
             held = true;
             break;
         }
@@ -145,7 +149,10 @@ async fn unpooled_requests_open_a_connection_each_and_answer_503_when_refused() 
     let m = app.metrics().await;
     assert_eq!(opens(&m) - before, 3.0, "one open per request");
     assert_eq!(
-        sample(&m, "db_client_connection_count{state=\"used\"}"),
+        sample(
+            &m,
+            "db_client_connection_count{db_client_connection_state=\"used\"}"
+        ),
         Some(0.0)
     );
     assert_eq!(sample(&m, "db_client_connection_max"), Some(0.0));

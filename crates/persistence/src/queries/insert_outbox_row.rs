@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use diesel::QueryResult;
 use diesel::pg::Pg;
 use diesel::query_builder::{AstPass, QueryFragment, QueryId};
-use diesel::sql_types::{Integer, Text, Timestamptz, Uuid as SqlUuid};
+use diesel::sql_types::{Integer, Nullable, Text, Timestamptz, Uuid as SqlUuid};
 use uuid::Uuid;
 
 /// Advisory-lock class of writers appending a chat's events.
@@ -34,12 +34,14 @@ pub struct InsertOutboxRow {
     pub payload: String,
     /// When the write happened.
     pub created_at: DateTime<Utc>,
+    /// The writing request's W3C `traceparent`, when it was traced.
+    pub trace_parent: Option<String>,
 }
 
 impl QueryFragment<Pg> for InsertOutboxRow {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
         out.push_sql(
-            "INSERT INTO outbox (event_id, chat_id, lock_key, event_type, payload, created_at) \
+            "INSERT INTO outbox (event_id, chat_id, lock_key, event_type, payload, created_at, trace_parent) \
              SELECT ",
         );
         out.push_bind_param::<SqlUuid, _>(&self.event_id)?;
@@ -53,6 +55,8 @@ impl QueryFragment<Pg> for InsertOutboxRow {
         out.push_bind_param::<Text, _>(&self.payload)?;
         out.push_sql(", ");
         out.push_bind_param::<Timestamptz, _>(&self.created_at)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Nullable<Text>, _>(&self.trace_parent)?;
         out.push_sql(" FROM (SELECT pg_advisory_xact_lock(");
         out.push_bind_param::<Integer, _>(&WRITER_LOCK_CLASS)?;
         out.push_sql(", ");

@@ -31,8 +31,11 @@ use diesel_async::{
 use futures_util::FutureExt as _;
 use futures_util::future::{BoxFuture, join, join_all};
 
+use tracing::Instrument as _;
+
 use super::{Conn, DbSession};
 use crate::queries::{Begin, Commit, Rollback};
+use crate::spans;
 
 /// One statement of a pipeline, runnable on either driver.
 pub struct Piped(Box<dyn PipedStatement>);
@@ -60,6 +63,8 @@ trait PipedStatement: Send {
     fn send<'c>(self: Box<Self>, conn: &'c AsyncPgConnection) -> BoxFuture<'c, QueryResult<usize>>;
     /// Runs the statement to completion on the blocking connection.
     fn run(self: Box<Self>, conn: &mut PgConnection) -> QueryResult<usize>;
+    /// The statement's span, described.
+    fn span(&self) -> tracing::Span;
 }
 
 impl<Q> PipedStatement for Q
@@ -75,6 +80,19 @@ where
 
     fn run(self: Box<Self>, conn: &mut PgConnection) -> QueryResult<usize> {
         ExecuteDsl::execute(*self, conn)
+    }
+
+    fn span(&self) -> tracing::Span {
+        spans::statement_for(self)
+    }
+}
+
+impl Piped {
+    /// The statement's future on `conn`, in its own span.
+    fn send(self, conn: &AsyncPgConnection) -> impl Future<Output = QueryResult<usize>> + '_ {
+        let span = self.0.span();
+        let sent = self.0.send(conn).instrument(span.clone());
+        sent.inspect(move |result| spans::outcome(&span, result, |n| *n))
     }
 }
 
@@ -99,10 +117,11 @@ impl DbSession {
         match self.async_conn() {
             Some(conn) => {
                 // The first error in statement order is the cause.
-                let rows = send_all(conn, statements)
+                let rows: Vec<usize> = send_all(conn, statements)
                     .await
                     .into_iter()
                     .collect::<QueryResult<_>>()?;
+                self.count(count, rows.iter().sum::<usize>() as u64);
                 Ok(Pipelined {
                     rows,
                     round_trips: 1,
@@ -113,6 +132,7 @@ impl DbSession {
                 for statement in statements {
                     rows.push(self.run_one(statement).await?);
                 }
+                self.count(count, rows.iter().sum::<usize>() as u64);
                 Ok(Pipelined {
                     rows,
                     round_trips: count,
@@ -141,6 +161,7 @@ impl DbSession {
         statements: Vec<Piped>,
     ) -> QueryResult<Pipelined> {
         let count = statements.len() as u64;
+        let before = self.counts();
         let Some(conn) = self.async_conn() else {
             let mut pipelined = self
                 .transaction(async |s| s.pipelined(statements).await)
@@ -148,29 +169,47 @@ impl DbSession {
             pipelined.round_trips = count + 2;
             return Ok(pipelined);
         };
-        *AsyncTxManager::transaction_manager_status_mut(conn) = TransactionManagerStatus::InError;
-        let mut all = Vec::with_capacity(statements.len() + 1);
-        all.push(Piped::new(Begin));
-        all.extend(statements);
-        let (results, ended) = send_then_end(conn, all).await;
-        if ended.is_ok() {
+        let span = spans::transaction();
+        let sent: QueryResult<Vec<usize>> = async {
             *AsyncTxManager::transaction_manager_status_mut(conn) =
-                TransactionManagerStatus::Valid(Default::default());
+                TransactionManagerStatus::InError;
+            let mut all = Vec::with_capacity(statements.len() + 1);
+            all.push(Piped::new(Begin));
+            all.extend(statements);
+            let (results, ended) = send_then_end(conn, all).await;
+            if ended.is_ok() {
+                *AsyncTxManager::transaction_manager_status_mut(conn) =
+                    TransactionManagerStatus::Valid(Default::default());
+            }
+            let mut rows: Vec<usize> = results.into_iter().collect::<QueryResult<_>>()?;
+            ended?;
+            rows.remove(0);
+            Ok(rows)
         }
-        let mut rows: Vec<usize> = results.into_iter().collect::<QueryResult<_>>()?;
-        ended?;
-        rows.remove(0);
+        .instrument(span.clone())
+        .await;
+        if let Ok(rows) = &sent {
+            self.count(count, rows.iter().sum::<usize>() as u64);
+        }
+        self.close_transaction_span(&span, before, sent.is_ok());
         Ok(Pipelined {
-            rows,
+            rows: sent?,
             round_trips: 1,
         })
     }
 
     /// Runs one statement to its end on this session's connection.
     async fn run_one(&mut self, statement: Piped) -> QueryResult<usize> {
-        on_conn!(self,
-            c => statement.0.send(c).await,
-            c => statement.0.run(c))
+        let span = statement.0.span();
+        let result = async {
+            on_conn!(self,
+                c => statement.0.send(c).await,
+                c => statement.0.run(c))
+        }
+        .instrument(span.clone())
+        .await;
+        spans::outcome(&span, &result, |n| *n);
+        result
     }
 
     /// The async driver's connection, or `None` on the blocking driver.
@@ -186,7 +225,7 @@ impl DbSession {
 /// Sends every statement, their futures polled together in order, and
 /// collects the answers.
 async fn send_all(conn: &AsyncPgConnection, statements: Vec<Piped>) -> Vec<QueryResult<usize>> {
-    join_all(statements.into_iter().map(|s| s.0.send(conn))).await
+    join_all(statements.into_iter().map(|s| s.send(conn))).await
 }
 
 /// [`send_all`], then COMMIT in the same flight, or ROLLBACK when a
@@ -198,7 +237,7 @@ async fn send_then_end(
 ) -> (Vec<QueryResult<usize>>, QueryResult<usize>) {
     let failed = &AtomicBool::new(false);
     let sent = join_all(statements.into_iter().map(|s| {
-        s.0.send(conn).inspect(move |r| {
+        s.send(conn).inspect(move |r| {
             if r.is_err() {
                 failed.store(true, Ordering::Relaxed);
             }
@@ -213,7 +252,7 @@ async fn send_then_end(
         } else {
             Piped::new(Commit)
         };
-        end.0.send(conn).await
+        end.send(conn).await
     };
     join(sent, end).await
 }

@@ -55,6 +55,7 @@ fn event(chat: Uuid) -> Event {
             sender_id: Uuid::now_v7(),
             body_length: 1,
         },
+        trace_parent: None,
     }
 }
 

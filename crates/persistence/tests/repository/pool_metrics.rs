@@ -35,10 +35,18 @@ async fn every_checkout_is_timed_and_returned() {
     assert!(sample(&text, "db_client_connection_use_time_seconds_sum") > 0.0);
     assert!(sample(&text, "db_client_connection_wait_time_seconds_count") >= 2.0);
     assert_eq!(
-        sample(&text, "db_client_connection_count{state=\"used\"}"),
+        sample(
+            &text,
+            "db_client_connection_count{db_client_connection_state=\"used\"}"
+        ),
         0.0
     );
-    assert!(sample(&text, "db_client_connection_count{state=\"idle\"}") >= 1.0);
+    assert!(
+        sample(
+            &text,
+            "db_client_connection_count{db_client_connection_state=\"idle\"}"
+        ) >= 1.0
+    );
     assert_eq!(sample(&text, "db_client_connection_pending_requests"), 0.0);
     assert_eq!(sample(&text, "db_client_connection_max"), 4.0);
     // 50 members per row: the chat row, 50 member rows, the system message.

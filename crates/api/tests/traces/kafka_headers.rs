@@ -1,0 +1,66 @@
+//! The record on the broker carries the request's trace, in every mode
+//! that publishes: a consumer continues the trace of the request that
+//! wrote the event.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use chatlab_kafka::topic_reader::read_all;
+
+use crate::collected::traceparent;
+use crate::span_tree::spawn_on_tansu;
+
+#[tokio::test]
+async fn every_published_record_continues_its_requests_trace() {
+    let (app, brokers, topic) = spawn_on_tansu().await;
+    let users = app.bulk_users(3).await;
+    let modes = ["in_tx_await", "in_tx_enqueue", "after_commit", "outbox"];
+    let mut expected = Vec::new();
+    for mode in modes {
+        let (tp, trace_id, parent) = traceparent();
+        let resp = app
+            .client
+            .post(app.url("/v1/chats"))
+            .header("traceparent", &tp)
+            .header("x-chatlab-publish-mode", mode)
+            .json(&json!({ "name": mode, "creator_id": users[0], "member_ids": &users[1..] }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 201, "{mode}");
+        let body: serde_json::Value = resp.json().await.unwrap();
+        let chat: uuid::Uuid = body["id"].as_str().unwrap().parse().unwrap();
+        expected.push((mode, chat, trace_id, parent));
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let records = loop {
+        let (b, t) = (brokers.clone(), topic.clone());
+        let read = tokio::task::spawn_blocking(move || read_all(&b, &t, Duration::from_secs(10)))
+            .await
+            .unwrap();
+        match read {
+            Ok(s) if s.records.len() >= modes.len() => break s.records,
+            _ if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(300)).await,
+            other => panic!("{topic}: {:?}", other.map(|s| s.records.len())),
+        }
+    };
+    for (mode, chat, trace_id, parent) in expected {
+        let record = records
+            .iter()
+            .find(|r| r.event.as_ref().is_ok_and(|e| e.chat_id() == chat))
+            .unwrap_or_else(|| panic!("{mode}: no record of chat {chat}"));
+        let header = record
+            .traceparent
+            .as_deref()
+            .unwrap_or_else(|| panic!("{mode}: the record has no traceparent"));
+        let parts: Vec<&str> = header.split('-').collect();
+        assert_eq!(parts.len(), 4, "{header}");
+        assert_eq!(parts[1], trace_id, "{mode}: the request's trace");
+        assert_ne!(
+            parts[2], parent,
+            "{mode}: a span of the server's, not the caller's"
+        );
+        assert_eq!(parts[3], "01", "{mode}: sampled");
+    }
+}
