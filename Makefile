@@ -37,6 +37,7 @@ ifeq ($(QUICK),1)
   DRIVER_ARGS := --vus 5,20 --duration 2s --warmup 1s --seed-users 300
   BULK_ARGS := --pool-sizes 10 --scenario import:1000:500:1,import:1000:500:4 --duration 2s --warmup 0s --seed-users 300
   CONCURRENCY_ARGS := --vus 10,100 --duration 2s --warmup 1s --seed-users 300
+  TRACING_ARGS := --vus 8 --duration 1s --warmup 0s --rounds 2 --seed-users 300 --trace-fraction 0.05
   BROKER_CHECK_ARGS := --events 200 --producers 2 --rounds 1
 else
   DEMO_ARGS := --vus 20 --duration 6s --warmup 3s --rounds 3
@@ -52,8 +53,16 @@ else
   BULK_ARGS := --pool-sizes 10,30,60 --duration 5s --warmup 0s \
       --scenario $(shell for n in 1000 10000 100000; do for p in 1 4 8; do printf 'import:%s:1000:%s,' $$n $$p; done; done | sed 's/,$$//')
   CONCURRENCY_ARGS := --vus 10,100,1000 --duration 10s --warmup 3s
+  TRACING_ARGS := --vus 20 --duration 15s --warmup 3s --rounds 4
   BROKER_CHECK_ARGS := --events 500 --producers 4 --in-flight 32 --rounds 10 --busy-threads 1
 endif
+# The cost of tracing: the server as it is, and exporting spans over OTLP at
+# 1% and 100% (parent-based ratio sampling), to chatlab-load's own OTLP/HTTP
+# sink (the `sink` placeholder). QUICK=1 also sends a traceparent on 5% of
+# requests, to exercise that path; the measured run sends none, so the
+# sampler alone decides what is exported.
+OTEL_SAMPLED := OTEL_EXPORTER_OTLP_ENDPOINT=sink+OTEL_TRACES_SAMPLER=parentbased_traceidratio+OTEL_TRACES_SAMPLER_ARG
+TRACING_VARIANTS := --variant off --variant otlp-1pct:$(OTEL_SAMPLED)=0.01 --variant otlp-100pct:$(OTEL_SAMPLED)=1.0
 # Fault experiments (scripts/fault.sh): real faults under an open-model load
 # of createChat and sendMessage, on a private PostgreSQL cluster of their own
 # (FAULT_PG_PORT, default 55432). Acquire timeout 2 s and statement timeout
@@ -80,7 +89,7 @@ RUNS ?= 50
 
 .PHONY: demo loadtest loadtest-create loadtest-seed001 loadtest-ramp bench-baseline \
         loadtest-crosscheck loadtest-pool loadtest-poolsize loadtest-driver loadtest-concurrency \
-        loadtest-smoke load-build load-db broker-check events-stress \
+        loadtest-tracing loadtest-smoke load-build load-db broker-check events-stress \
         fault-db fault-broker fault-server fault-cancel soak faults
 .PHONY: help run build release test fmt fmt-check lint layering settings-docs schema-check deps-check openapi openapi-check \
         docker-check k6-check db db-stop broker broker-stop ci clean-testdbs up down loadtest-docker dashboard-check
@@ -155,9 +164,13 @@ loadtest-concurrency: load-build load-db ## Seed 002: 10, 100, 1000 concurrent c
 	$(LOAD) matrix --name concurrency --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario read-messages \
 	    --strategies - --variant async:DB_DRIVER=async --variant blocking:DB_DRIVER=blocking $(CONCURRENCY_ARGS)
 
+loadtest-tracing: load-build load-db ## What tracing costs on createChat (batch, 50 members): off vs OTLP export at 1% and 100%, rounds interleaved, spans counted by a built-in sink
+	$(LOAD) matrix --name tracing --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario create-chat \
+	    --members 50 --strategies batch --publish-modes off $(TRACING_VARIANTS) $(TRACING_ARGS)
+
 loadtest-smoke: ## Every load target once, a few seconds each (CI)
 	$(MAKE) QUICK=1 demo loadtest loadtest-create loadtest-seed001 loadtest-ramp bench-baseline loadtest-crosscheck \
-	    loadtest-pool loadtest-poolsize loadtest-driver loadtest-concurrency
+	    loadtest-pool loadtest-poolsize loadtest-driver loadtest-concurrency loadtest-tracing
 
 broker-check: load-build ## Does the broker keep what it acknowledges? tansu's memory and sqlite engines under pipelined produce
 	scripts/broker-check.sh $(BROKER_CHECK_ARGS)

@@ -14,6 +14,7 @@ use crate::charts;
 use crate::choice::Choice;
 use crate::error::LoadError;
 use crate::fleet::{Fleet, FleetSpec};
+use crate::otlp_sink::{OtlpSink, SinkCounts};
 use crate::prom::HistogramSnapshot;
 use crate::report::CellResult;
 use crate::runner::{self, Model, RunOutcome, VariantOutcome};
@@ -94,12 +95,15 @@ pub struct MatrixSpec {
     /// Unmeasured load before the cells of each fleet.
     pub warmup: Duration,
     /// Rounds: each cell runs this many times, strategies alternating
-    /// A B A B, and the rounds are merged.
+    /// A B A B, and the rounds are merged. With several fleets (server
+    /// variants × pool sizes) the fleets alternate too, round by round.
     pub rounds: usize,
     /// Mix strategies request by request in one run instead of alternating.
     pub mix_strategies: bool,
     /// Think time of each VU.
     pub think_time: Duration,
+    /// Share of requests sent with a sampled `traceparent`.
+    pub trace_fraction: f64,
     /// Run pgbench on the same SQL at the same database concurrency.
     pub baseline: Option<String>,
     /// Sampling period of the servers' metrics.
@@ -200,73 +204,146 @@ struct Point {
     mode: Choice<PublishMode>,
 }
 
-/// Runs the matrix; answers its cells in a stable order.
+/// What the matrix got: its cells, in a stable order, and what the OTLP
+/// sink received from each server variant's fleets (when there is a sink).
+pub struct MatrixOutcome {
+    /// The cells.
+    pub cells: Vec<CellResult>,
+    /// Per variant, in the spec's order: what the sink received while its
+    /// servers ran, up to their exit (so their final export counts).
+    pub sink_counts: Vec<SinkCounts>,
+}
+
+/// One start of a fleet: which variant, which pool size, which rounds of
+/// its cells it runs before it stops.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FleetRun {
+    variant: usize,
+    pool: u32,
+    rounds: std::ops::Range<usize>,
+}
+
+/// The fleets' starts, in order. One fleet, or one round: each fleet starts
+/// once and runs every round. Several fleets and several rounds: every
+/// round starts each fleet again, in the spec's order in even rounds and
+/// the reverse in odd ones (A B C, C B A, ...), so a machine that drifts
+/// (a warming cache, a growing table, a throttled CPU) weighs on every
+/// variant alike, as strategies alternate within a round.
+fn fleet_runs(variants: usize, pool_sizes: &[u32], rounds: usize) -> Vec<FleetRun> {
+    let rounds = rounds.max(1);
+    let fleets: Vec<(usize, u32)> = (0..variants)
+        .flat_map(|v| pool_sizes.iter().map(move |&p| (v, p)))
+        .collect();
+    if fleets.len() < 2 || rounds < 2 {
+        return fleets
+            .into_iter()
+            .map(|(variant, pool)| FleetRun {
+                variant,
+                pool,
+                rounds: 0..rounds,
+            })
+            .collect();
+    }
+    let mut out = Vec::with_capacity(fleets.len() * rounds);
+    for round in 0..rounds {
+        let mut order = fleets.clone();
+        if !round.is_multiple_of(2) {
+            order.reverse();
+        }
+        out.extend(order.into_iter().map(|(variant, pool)| FleetRun {
+            variant,
+            pool,
+            rounds: round..round + 1,
+        }));
+    }
+    out
+}
+
+/// Runs the matrix; answers its cells in a stable order, and what `sink`
+/// received per variant.
 pub async fn run_matrix(
     client: &reqwest::Client,
     spec: &MatrixSpec,
-) -> Result<Vec<CellResult>, LoadError> {
+    sink: Option<&OtlpSink>,
+) -> Result<MatrixOutcome, LoadError> {
     let mut acc: BTreeMap<Key, Accumulated> = BTreeMap::new();
     let mut server_count = 0;
     let mut baseline_tps = BTreeMap::new();
-    for variant in 0..spec.variants.len() {
-        for &pool in &spec.pool_sizes {
-            let under_test = start_fleet(client, spec, variant, pool).await?;
-            server_count = under_test.watched.targets.len();
-            for point in points(spec) {
-                for round in 0..spec.rounds.max(1) {
-                    for strategies in runs_of_round(spec, round) {
-                        let key = |strategy_index, strategy| Key {
-                            variant,
-                            pool,
-                            scenario: point.scenario,
-                            members: point.members,
-                            vus: point.vus,
-                            mode_index: point.mode_index,
-                            strategy_index,
-                            mode: point.mode,
-                            strategy,
-                        };
-                        let label = run_label(spec, variant, pool, point, &strategies, round);
-                        let measured =
-                            measure_point(client, spec, &under_test, point, &strategies, &label)
-                                .await;
-                        for (i, &strategy) in strategies.iter().enumerate() {
-                            let index = spec
-                                .strategies
-                                .iter()
-                                .position(|&s| s == strategy)
-                                .unwrap_or(0);
-                            acc.entry(key(index, strategy))
-                                .or_default()
-                                .add(&measured, i, strategy);
-                        }
+    let mut sink_counts = vec![SinkCounts::default(); spec.variants.len()];
+    let rounds = spec.rounds.max(1);
+    for FleetRun {
+        variant,
+        pool,
+        rounds: fleet_rounds,
+    } in fleet_runs(spec.variants.len(), &spec.pool_sizes, rounds)
+    {
+        let last_round = fleet_rounds.end == rounds;
+        let received_before = sink.map(OtlpSink::counts);
+        let under_test = start_fleet(client, spec, variant, pool).await?;
+        server_count = under_test.watched.targets.len();
+        for point in points(spec) {
+            for round in fleet_rounds.clone() {
+                for strategies in runs_of_round(spec, round) {
+                    let key = |strategy_index, strategy| Key {
+                        variant,
+                        pool,
+                        scenario: point.scenario,
+                        members: point.members,
+                        vus: point.vus,
+                        mode_index: point.mode_index,
+                        strategy_index,
+                        mode: point.mode,
+                        strategy,
+                    };
+                    let label = run_label(spec, variant, pool, point, &strategies, round);
+                    let measured =
+                        measure_point(client, spec, &under_test, point, &strategies, &label).await;
+                    for (i, &strategy) in strategies.iter().enumerate() {
+                        let index = spec
+                            .strategies
+                            .iter()
+                            .position(|&s| s == strategy)
+                            .unwrap_or(0);
+                        acc.entry(key(index, strategy))
+                            .or_default()
+                            .add(&measured, i, strategy);
                     }
                 }
             }
-            drop(under_test._fleet);
-            if let Some(database_url) = &spec.baseline {
-                // A spawned server left at its default pool sizes it as
-                // this machine's cores say; an external one's is unknown.
-                let pool_in_effect = match (&spec.servers, pool) {
-                    (Servers::Spawn(_), 0) => charts::default_pool_size(),
-                    _ => pool,
-                };
-                let baseline = Baseline {
-                    database_url,
-                    variant,
-                    pool,
-                    pool_in_effect,
-                    server_count,
-                    seeded: &under_test.seeded,
-                };
-                baseline.run(spec, &mut baseline_tps, &mut acc).await?;
-            }
+        }
+        // Stopping waits for the servers' exit, so their last export
+        // has reached the sink by now.
+        drop(under_test._fleet);
+        if let (Some(sink), Some(before)) = (sink, received_before) {
+            sink_counts[variant].add(sink.counts().since(before));
+        }
+        // The baselines once per fleet, after its last round (pgbench
+        // figures are kept across fleets anyway).
+        if let (Some(database_url), true) = (&spec.baseline, last_round) {
+            // A spawned server left at its default pool sizes it as
+            // this machine's cores say; an external one's is unknown.
+            let pool_in_effect = match (&spec.servers, pool) {
+                (Servers::Spawn(_), 0) => charts::default_pool_size(),
+                _ => pool,
+            };
+            let baseline = Baseline {
+                database_url,
+                variant,
+                pool,
+                pool_in_effect,
+                server_count,
+                seeded: &under_test.seeded,
+            };
+            baseline.run(spec, &mut baseline_tps, &mut acc).await?;
         }
     }
-    Ok(acc
-        .into_iter()
-        .map(|(key, a)| a.into_cell(spec, key, server_count))
-        .collect())
+    Ok(MatrixOutcome {
+        cells: acc
+            .into_iter()
+            .map(|(key, a)| a.into_cell(spec, key, server_count))
+            .collect(),
+        sink_counts,
+    })
 }
 
 /// Starts (or takes) the servers of `variant` at pool size `pool`, seeds
@@ -406,11 +483,14 @@ async fn measure_point(
     strategies: &[Choice<InsertStrategy>],
     label: &str,
 ) -> (RunOutcome, ServerStats) {
-    let work = Arc::new(Workload::new(
-        spec.scenarios[point.scenario].clone(),
-        under_test.seeded.clone(),
-        point.members,
-    ));
+    let work = Arc::new(
+        Workload::new(
+            spec.scenarios[point.scenario].clone(),
+            under_test.seeded.clone(),
+            point.members,
+        )
+        .with_trace_fraction(spec.trace_fraction),
+    );
     let (outcome, stats) = measure(
         client,
         &under_test.watched,
@@ -678,6 +758,74 @@ mod tests {
         assert!(bare.env.is_empty());
         assert!(":DB_POOL=off".parse::<ServerVariant>().is_err());
         assert!("x:DB_POOL".parse::<ServerVariant>().is_err());
+    }
+
+    fn order(runs: &[FleetRun]) -> Vec<(usize, u32, std::ops::Range<usize>)> {
+        runs.iter()
+            .map(|r| (r.variant, r.pool, r.rounds.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn one_fleet_or_one_round_starts_each_fleet_once() {
+        assert_eq!(order(&fleet_runs(1, &[0], 3)), vec![(0, 0, 0..3)]);
+        assert_eq!(
+            order(&fleet_runs(2, &[5, 10], 1)),
+            vec![(0, 5, 0..1), (0, 10, 0..1), (1, 5, 0..1), (1, 10, 0..1)]
+        );
+        assert_eq!(order(&fleet_runs(1, &[0], 0)), vec![(0, 0, 0..1)]);
+    }
+
+    #[test]
+    fn several_fleets_alternate_round_by_round() {
+        assert_eq!(
+            order(&fleet_runs(3, &[0], 4)),
+            vec![
+                (0, 0, 0..1),
+                (1, 0, 0..1),
+                (2, 0, 0..1),
+                (2, 0, 1..2),
+                (1, 0, 1..2),
+                (0, 0, 1..2),
+                (0, 0, 2..3),
+                (1, 0, 2..3),
+                (2, 0, 2..3),
+                (2, 0, 3..4),
+                (1, 0, 3..4),
+                (0, 0, 3..4),
+            ]
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn every_fleet_runs_every_round_once(
+            variants in 1usize..5,
+            pools in proptest::collection::vec(0u32..50, 1..4),
+            rounds in 0usize..6,
+        ) {
+            let runs = fleet_runs(variants, &pools, rounds);
+            for v in 0..variants {
+                for (p_index, &p) in pools.iter().enumerate() {
+                    // Pool sizes may repeat; each listed one is a fleet.
+                    let copies = pools.iter().filter(|&&q| q == p).count();
+                    let mut covered: Vec<usize> = runs
+                        .iter()
+                        .filter(|r| r.variant == v && r.pool == p)
+                        .flat_map(|r| r.rounds.clone())
+                        .collect();
+                    covered.sort_unstable();
+                    let mut expected: Vec<usize> = (0..rounds.max(1))
+                        .flat_map(|r| std::iter::repeat_n(r, copies))
+                        .collect();
+                    expected.sort_unstable();
+                    proptest::prop_assert_eq!(covered, expected, "pool #{}", p_index);
+                }
+            }
+            // Rounds never go backwards: a round starts after the last one ended.
+            let starts: Vec<usize> = runs.iter().map(|r| r.rounds.start).collect();
+            proptest::prop_assert!(starts.windows(2).all(|w| w[0] <= w[1]));
+        }
     }
 
     #[test]

@@ -23,6 +23,7 @@ mod experiment;
 mod fault;
 mod fleet;
 mod latency;
+mod otlp_sink;
 mod procstat;
 mod prom;
 mod report;
@@ -31,6 +32,7 @@ mod sampler;
 mod scenario;
 mod schedule;
 mod thresholds;
+mod traces;
 mod verdict;
 
 use std::process::ExitCode;

@@ -8,6 +8,7 @@ use crate::error::LoadError;
 use crate::runner::VariantOutcome;
 use crate::sampler::ServerStats;
 use crate::thresholds::Figures;
+use crate::traces::{SlowestTraces, trace_id_hex};
 
 /// One cell of an experiment: what was asked and what it got. Its fields
 /// are the columns of `results.csv`, which [`read_csv`] reads back.
@@ -88,6 +89,9 @@ pub struct CellResult {
     pub round_trips: f64,
     /// The servers' CPU time per answered request, microseconds.
     pub cpu_us_per_request: f64,
+    /// The slowest requests sent with a `traceparent` (`results.md` only).
+    #[serde(skip)]
+    pub slowest_traces: SlowestTraces,
 }
 
 impl CellResult {
@@ -107,6 +111,7 @@ impl CellResult {
         self.p99_ms = v.latencies.quantile_ms(0.99);
         self.max_ms = v.latencies.max_ms();
         self.dropped = dropped;
+        self.slowest_traces = v.slowest.clone();
     }
 
     /// Fills the server-side figures.
@@ -335,19 +340,70 @@ pub fn to_markdown(cells: &[CellResult]) -> String {
     out
 }
 
-/// Writes `results.csv` and `results.md` (with `notes` above the table).
+/// Per cell, the slowest requests sent with a `traceparent`: latency,
+/// operation, status and the trace id to look up. Empty when no request
+/// was traced.
+pub fn traces_markdown(cells: &[CellResult]) -> String {
+    if cells.iter().all(|c| c.slowest_traces.traced() == 0) {
+        return String::new();
+    }
+    let mut out = String::from(
+        "## Slowest traced requests\n\nPer cell, the slowest of the requests sent with a sampled `traceparent` (`--trace-fraction`): search the trace backend for these ids.\n",
+    );
+    for c in cells.iter().filter(|c| c.slowest_traces.traced() > 0) {
+        let _ = write!(
+            out,
+            "\n**{}{}, strategy {}, mode {}, {} members, {} VUs**: {} of {} requests traced (p99 {:.1} ms)\n\n| latency ms | operation | status | trace id |\n|---|---|---|---|\n",
+            // `run` has no server variant.
+            if c.server.is_empty() {
+                String::new()
+            } else {
+                format!("server {}, ", c.server)
+            },
+            c.scenario,
+            c.strategy,
+            c.publish_mode,
+            c.members,
+            c.vus,
+            c.slowest_traces.traced(),
+            c.requests,
+            c.p99_ms
+        );
+        for r in c.slowest_traces.slowest() {
+            let _ = writeln!(
+                out,
+                "| {:.1} | {} | {} | `{}` |",
+                r.micros as f64 / 1000.0,
+                r.op,
+                r.status,
+                trace_id_hex(r.trace_id)
+            );
+        }
+    }
+    out
+}
+
+/// Writes `results.csv` and `results.md` (with `notes` above the table and
+/// the slowest traced requests below it).
 pub fn write(dir: &Path, cells: &[CellResult], notes: &str) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     std::fs::write(dir.join("results.csv"), to_csv(cells))?;
+    let traces = traces_markdown(cells);
+    let traces = if traces.is_empty() {
+        traces
+    } else {
+        format!("\n{traces}")
+    };
     std::fs::write(
         dir.join("results.md"),
-        format!("{notes}\n{}", to_markdown(cells)),
+        format!("{notes}\n{}{traces}", to_markdown(cells)),
     )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::traces::TracedRequest;
 
     #[test]
     fn results_csv_reads_back_as_the_cells_it_was_written_from() {
@@ -406,6 +462,39 @@ mod tests {
         assert_eq!(rows.len(), 2);
         assert_eq!(rows[0].split(',').count(), header.len());
         assert!(rows[1].starts_with(",per_row,"));
+    }
+
+    #[test]
+    fn traced_cells_list_their_slowest_trace_ids_slowest_first() {
+        assert_eq!(traces_markdown(&[cell("batch", 1.0)]), "");
+        let mut traced = cell("batch", 900.0);
+        traced.server = "otel-100pct".into();
+        traced.scenario = "create-chat".into();
+        for (micros, id) in [(12_500, 0xabc_u128), (140_000, 0xdef)] {
+            traced.slowest_traces.offer(TracedRequest {
+                micros,
+                trace_id: id,
+                op: "create",
+                status: 201,
+            });
+        }
+        let mut unnamed = traced.clone();
+        unnamed.server = String::new();
+        assert!(traces_markdown(&[unnamed]).contains("\n**create-chat, strategy batch"));
+        let md = traces_markdown(&[cell("per_row", 1.0), traced]);
+        assert!(
+            md.contains("**server otel-100pct, create-chat, strategy batch"),
+            "{md}"
+        );
+        assert!(md.contains("2 of 0 requests traced"), "{md}");
+        assert!(!md.contains("per_row"), "{md}");
+        let slow = md
+            .find("| 140.0 | create | 201 | `00000000000000000000000000000def` |")
+            .unwrap();
+        let fast = md
+            .find("| 12.5 | create | 201 | `00000000000000000000000000000abc` |")
+            .unwrap();
+        assert!(slow < fast);
     }
 
     #[test]

@@ -12,8 +12,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use tokio::sync::mpsc;
 
 use crate::latency::Latencies;
-use crate::scenario::{Overrides, Rng, Workload, send};
+use crate::scenario::{Op, Overrides, Rng, Workload, send};
 use crate::schedule::{ArrivalSchedule, Stage, total_duration, vus_at};
+use crate::traces::{SlowestTraces, TraceParent, TracedRequest};
 
 /// Which load model.
 #[derive(Debug, Clone)]
@@ -61,6 +62,8 @@ pub struct VariantOutcome {
     pub latencies: Latencies,
     /// Requests that failed, by status (0: transport error or timeout).
     pub errors: BTreeMap<u16, u64>,
+    /// The slowest of the requests sent with a `traceparent`.
+    pub slowest: SlowestTraces,
 }
 
 impl VariantOutcome {
@@ -70,6 +73,7 @@ impl VariantOutcome {
         for (status, n) in &other.errors {
             *self.errors.entry(*status).or_default() += n;
         }
+        self.slowest.merge(&other.slowest);
     }
 
     /// Requests completed.
@@ -109,6 +113,9 @@ struct Completed {
     variant: usize,
     micros: u64,
     status: u16,
+    op: Op,
+    /// The trace id it was sent with, if any.
+    trace: Option<u128>,
 }
 
 /// Runs the load: requests go to `targets` round robin, with `variants`
@@ -165,17 +172,10 @@ pub async fn run(
                             continue;
                         }
                         let n = counter.fetch_add(1, Ordering::Relaxed) as usize;
-                        let variant = n % variants.len();
-                        let target = &targets[n % targets.len()];
-                        let op = work.scenario.pick(rng.next_u64());
                         let sent = Instant::now();
-                        let status =
-                            send(&client, target, op, &work, &variants[variant], &mut rng).await;
-                        let _ = tx.send(Completed {
-                            variant,
-                            micros: sent.elapsed().as_micros() as u64,
-                            status,
-                        });
+                        let done =
+                            send_nth(&client, &targets, &work, &variants, n, &mut rng, sent).await;
+                        let _ = tx.send(done);
                         if !think.is_zero() {
                             tokio::time::sleep(think).await;
                         }
@@ -219,25 +219,19 @@ pub async fn run(
                 );
                 let mut task_rng = Rng::new(rng.next_u64());
                 tasks.push(tokio::spawn(async move {
-                    let variant = n % variants.len();
-                    let target = &targets[n % targets.len()];
-                    let op = work.scenario.pick(task_rng.next_u64());
-                    let status = send(
-                        &client,
-                        target,
-                        op,
-                        &work,
-                        &variants[variant],
-                        &mut task_rng,
-                    )
-                    .await;
                     // From the intended send time: queueing in the client
                     // or the server counts against the server.
-                    let _ = tx.send(Completed {
-                        variant,
-                        micros: intended.elapsed().as_micros() as u64,
-                        status,
-                    });
+                    let done = send_nth(
+                        &client,
+                        &targets,
+                        &work,
+                        &variants,
+                        n,
+                        &mut task_rng,
+                        intended,
+                    )
+                    .await;
+                    let _ = tx.send(done);
                     in_flight.fetch_sub(1, Ordering::Relaxed);
                 }));
             }
@@ -256,8 +250,45 @@ pub async fn run(
     }
 }
 
+/// Sends request number `n`: its variant and target round robin, its
+/// operation drawn, a trace context on the chosen share of requests; its
+/// latency counted from `since`.
+async fn send_nth(
+    client: &reqwest::Client,
+    targets: &[String],
+    work: &Workload,
+    variants: &[Overrides],
+    n: usize,
+    rng: &mut Rng,
+    since: Instant,
+) -> Completed {
+    let variant = n % variants.len();
+    let target = &targets[n % targets.len()];
+    let op = work.scenario.pick(rng.next_u64());
+    let trace = TraceParent::pick(work.trace_fraction);
+    let status = send(
+        client,
+        target,
+        op,
+        work,
+        &variants[variant],
+        trace.as_ref(),
+        rng,
+    )
+    .await;
+    Completed {
+        variant,
+        micros: since.elapsed().as_micros() as u64,
+        status,
+        op,
+        trace: trace.map(|t| t.trace_id),
+    }
+}
+
 /// Gathers completions, and shows live progress: rate and p95 of the last
-/// second.
+/// second. The one collector sees every completion, so its bounded heap
+/// per variant is all the trace bookkeeping a run needs: no sample is
+/// stored beyond the slowest few.
 async fn collect(
     mut rx: mpsc::UnboundedReceiver<Completed>,
     variants: usize,
@@ -283,6 +314,14 @@ async fn collect(
         if !(200..400).contains(&c.status) {
             *v.errors.entry(c.status).or_default() += 1;
             window_errors += 1;
+        }
+        if let Some(trace_id) = c.trace {
+            v.slowest.offer(TracedRequest {
+                micros: c.micros,
+                trace_id,
+                op: c.op.name(),
+                status: c.status,
+            });
         }
         if window_start.elapsed() >= Duration::from_secs(1) {
             let secs = window_start.elapsed().as_secs_f64();
@@ -323,6 +362,42 @@ mod tests {
         assert_eq!(total.requests(), 2);
         assert_eq!(total.errors[&503], 3);
         assert_eq!(total.error_count(), 3);
+    }
+
+    #[tokio::test]
+    async fn the_collector_keeps_the_slowest_traced_requests_per_variant() {
+        let (tx, rx) = mpsc::unbounded_channel();
+        // Variant 0: ten traced requests among untraced slower ones;
+        // variant 1: one traced request.
+        for i in 0..20u64 {
+            let traced = i % 2 == 0;
+            let _ = tx.send(Completed {
+                variant: 0,
+                micros: if traced { 1_000 + i } else { 90_000 + i },
+                status: 201,
+                op: Op::Create,
+                trace: traced.then_some(u128::from(i) + 1),
+            });
+        }
+        let _ = tx.send(Completed {
+            variant: 1,
+            micros: 5,
+            status: 503,
+            op: Op::Send,
+            trace: Some(77),
+        });
+        drop(tx);
+        let out = collect(rx, 2, Duration::from_secs(1), "test".into()).await;
+        assert_eq!(out[0].requests(), 20);
+        assert_eq!(out[0].slowest.traced(), 10);
+        let micros: Vec<u64> = out[0].slowest.slowest().iter().map(|r| r.micros).collect();
+        assert_eq!(micros, vec![1_018, 1_016, 1_014, 1_012, 1_010]);
+        let other = out[1].slowest.slowest();
+        assert_eq!(other.len(), 1);
+        assert_eq!(
+            (other[0].trace_id, other[0].op, other[0].status),
+            (77, "send", 503)
+        );
     }
 
     #[test]

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::error::LoadError;
+use crate::traces::TraceParent;
 use chatlab_domain::{InsertStrategy, PublishMode};
 
 /// A scenario.
@@ -113,6 +114,19 @@ pub enum Op {
     Get,
     /// one import job.
     Import,
+}
+
+impl Op {
+    /// Its name in tables (`create`, `send`, `read`, `get`, `import`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Create => "create",
+            Self::Send => "send",
+            Self::Read => "read",
+            Self::Get => "get",
+            Self::Import => "import",
+        }
+    }
 }
 
 impl Scenario {
@@ -291,6 +305,8 @@ pub struct Workload {
     pub seeded: Seeded,
     /// Members per created chat.
     pub members: usize,
+    /// Share of requests sent with a sampled `traceparent` (0: none).
+    pub trace_fraction: f64,
     /// The import job's chat and JSON body, built once: the server gives
     /// every imported message a new id, so the same body serves every job.
     import: Option<(Uuid, bytes::Bytes)>,
@@ -326,19 +342,29 @@ impl Workload {
             scenario,
             seeded,
             members,
+            trace_fraction: 0.0,
             import,
+        }
+    }
+
+    /// The same workload with `fraction` of its requests traced.
+    pub fn with_trace_fraction(self, fraction: f64) -> Self {
+        Self {
+            trace_fraction: fraction,
+            ..self
         }
     }
 }
 
-/// Sends one operation; answers the HTTP status (0 for a transport error
-/// or timeout).
+/// Sends one operation, with `trace` as its `traceparent` when given;
+/// answers the HTTP status (0 for a transport error or timeout).
 pub async fn send(
     client: &reqwest::Client,
     base: &str,
     op: Op,
     work: &Workload,
     overrides: &Overrides,
+    trace: Option<&TraceParent>,
     rng: &mut Rng,
 ) -> u16 {
     let (scenario, seeded, members) = (&work.scenario, &work.seeded, work.members);
@@ -384,6 +410,9 @@ pub async fn send(
         }
     };
     let mut request = request;
+    if let Some(trace) = trace {
+        request = request.header("traceparent", trace.header());
+    }
     if matches!(op, Op::Create | Op::Send | Op::Import) {
         if let Some(s) = overrides.strategy {
             request = request.header("x-chatlab-insert-strategy", s.as_str());

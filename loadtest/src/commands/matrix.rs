@@ -9,13 +9,15 @@ use chatlab_domain::{InsertStrategy, PublishMode};
 
 use crate::choice::Choice;
 use crate::experiment::{MatrixSpec, ServerVariant, Servers, run_matrix, scenario_name};
+use crate::otlp_sink::{self, OtlpSink, SinkCounts};
 use crate::scenario::Scenario;
 use crate::schedule::parse_duration;
 use crate::thresholds::Threshold;
 use crate::{baseline, charts, report};
 
 use super::{
-    ServerArgs, chart_subtitle, check, fleet_spec, http_client, machine_note, results_dir,
+    ServerArgs, TraceArgs, chart_subtitle, check, fleet_spec, http_client, machine_note,
+    results_dir,
 };
 use crate::error::LoadError;
 
@@ -23,6 +25,8 @@ use crate::error::LoadError;
 pub(crate) struct MatrixArgs {
     #[command(flatten)]
     servers: ServerArgs,
+    #[command(flatten)]
+    traces: TraceArgs,
     /// Name of the results folder.
     #[arg(long, default_value = "matrix")]
     name: String,
@@ -31,8 +35,11 @@ pub(crate) struct MatrixArgs {
         value_parser = |s: &str| s.parse::<Scenario>())]
     scenarios: Vec<Scenario>,
     /// Server variants, NAME or NAME:KEY=VALUE+KEY=VALUE (repeatable;
-    /// spawned servers restart with each), e.g. `--variant
-    /// async:DB_DRIVER=async --variant blocking:DB_DRIVER=blocking`.
+    /// spawned servers restart with each, and alternate round by round),
+    /// e.g. `--variant async:DB_DRIVER=async --variant
+    /// blocking:DB_DRIVER=blocking`. `OTEL_EXPORTER_OTLP_ENDPOINT=sink`
+    /// sends the variant's traces to a built-in OTLP/HTTP receiver, whose
+    /// counts go in results.md.
     #[arg(long = "variant", value_parser = |s: &str| s.parse::<ServerVariant>())]
     variants: Vec<ServerVariant>,
     /// Strategies (`-`: the server's own).
@@ -56,7 +63,8 @@ pub(crate) struct MatrixArgs {
     /// Unmeasured load before the cells.
     #[arg(long, default_value = "3s", value_parser = parse_duration)]
     warmup: Duration,
-    /// Rounds per cell (strategies alternate A B, B A, ...).
+    /// Rounds per cell (strategies alternate A B, B A, ...; with several
+    /// variants or pool sizes, so do the servers, restarted each round).
     #[arg(long, default_value_t = 1)]
     rounds: usize,
     /// Mix strategies per request in one run instead of alternating runs.
@@ -96,9 +104,18 @@ pub(crate) async fn matrix(args: MatrixArgs) -> Result<bool, LoadError> {
     } else {
         args.variants.clone()
     };
+    let sink = if otlp_sink::wanted(&variants) {
+        Some(OtlpSink::start()?)
+    } else {
+        None
+    };
+    let served = match &sink {
+        Some(sink) => otlp_sink::point_at(&variants, &sink.base_url()).map_err(LoadError::Usage)?,
+        None => variants.clone(),
+    };
     let spec = MatrixSpec {
         servers,
-        variants: variants.clone(),
+        variants: served,
         scenarios: args.scenarios.clone(),
         strategies: args.strategies.clone(),
         members: args.members.clone(),
@@ -110,12 +127,22 @@ pub(crate) async fn matrix(args: MatrixArgs) -> Result<bool, LoadError> {
         rounds: args.rounds,
         mix_strategies: args.mix_strategies,
         think_time: args.think_time,
+        trace_fraction: args.traces.trace_fraction,
         baseline: args.baseline.then(|| args.servers.database_url.clone()),
         sample_interval: args.servers.sample_interval,
         seed_users: args.servers.seed_users,
         work_dir: baseline::default_work_dir(&out),
     };
-    let cells = run_matrix(&client, &spec).await?;
+    let outcome = run_matrix(&client, &spec, sink.as_ref()).await;
+    let sink_base = sink.as_ref().map(OtlpSink::base_url);
+    if let Some(sink) = sink {
+        sink.stop().await;
+    }
+    let outcome = outcome?;
+    let cells = outcome.cells;
+    let sink_table = sink_base.map_or_else(String::new, |base| {
+        sink_markdown(&base, &variants, &outcome.sink_counts)
+    });
     let notes = format!(
         "# {}\n\n{}\n\nScenarios {}; server variants {}; strategies {}; {} per cell, {} round(s){}; servers: {}.\n",
         args.name,
@@ -158,13 +185,66 @@ pub(crate) async fn matrix(args: MatrixArgs) -> Result<bool, LoadError> {
         Some(v) => format!("{notes}\n{v}\n"),
         None => notes,
     };
+    let notes = if sink_table.is_empty() {
+        notes
+    } else {
+        format!("{notes}\n{sink_table}")
+    };
     report::write(&out, &cells, &notes).map_err(|e| LoadError::file(&out, e))?;
     let subtitle = chart_subtitle(&args.pool_sizes, args.duration, args.rounds);
     let charts = charts::standard(&out, &cells, &subtitle)?;
     println!("{}", report::to_markdown(&cells));
+    if !sink_table.is_empty() {
+        println!("{sink_table}");
+    }
+    print!("{}", report::traces_markdown(&cells));
     if let Some(v) = verdict {
         println!("{v}\n");
     }
     println!("results: {} ({})", out.display(), charts.join(", "));
     Ok(check(&cells, &args.thresholds))
+}
+
+/// What the OTLP sink received from each variant's servers.
+fn sink_markdown(base_url: &str, variants: &[ServerVariant], counts: &[SinkCounts]) -> String {
+    let mut out = format!(
+        "OTLP sink at {base_url} (HTTP/protobuf), what each variant's servers exported to it:\n\n\
+         | variant | export requests | spans | KiB | not OTLP protobuf |\n|---|---|---|---|---|\n"
+    );
+    for (v, c) in variants.iter().zip(counts) {
+        out.push_str(&format!(
+            "| {} | {} | {} | {:.0} | {} |\n",
+            v.name,
+            c.requests,
+            c.spans,
+            c.bytes as f64 / 1024.0,
+            c.undecoded
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sink_table_has_a_row_per_variant_with_its_counts() {
+        let variants = vec![
+            "off".parse::<ServerVariant>().unwrap(),
+            "all:OTEL_EXPORTER_OTLP_ENDPOINT=sink".parse().unwrap(),
+        ];
+        let counts = [
+            SinkCounts::default(),
+            SinkCounts {
+                requests: 12,
+                bytes: 10_240,
+                spans: 3_456,
+                undecoded: 1,
+            },
+        ];
+        let md = sink_markdown("http://127.0.0.1:4318", &variants, &counts);
+        assert!(md.contains("| off | 0 | 0 | 0 | 0 |"), "{md}");
+        assert!(md.contains("| all | 12 | 3456 | 10 | 1 |"), "{md}");
+    }
 }

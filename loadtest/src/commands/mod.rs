@@ -52,6 +52,23 @@ pub(crate) struct ServerArgs {
     pub(crate) results_dir: PathBuf,
 }
 
+/// Which requests carry a W3C `traceparent`.
+#[derive(Debug, Args, Clone, Copy)]
+pub(crate) struct TraceArgs {
+    /// Send a sampled `traceparent` on this share of requests (0 to 1; 0:
+    /// none), and list each cell's slowest traced requests in results.md.
+    #[arg(long, default_value_t = 0.0, value_parser = parse_fraction)]
+    pub(crate) trace_fraction: f64,
+}
+
+/// A share from 0 to 1.
+fn parse_fraction(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(f) if (0.0..=1.0).contains(&f) => Ok(f),
+        _ => Err(format!("{s:?} is not a fraction from 0 to 1, e.g. 0.01")),
+    }
+}
+
 /// Ramp stages as one argument.
 #[derive(Debug, Clone)]
 pub(crate) struct Stages(Vec<schedule::Stage>);
@@ -148,4 +165,19 @@ pub(crate) fn check(cells: &[CellResult], thresholds: &[Threshold]) -> bool {
         }
     }
     ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trace_fractions_are_shares_from_zero_to_one() {
+        assert_eq!(parse_fraction("0"), Ok(0.0));
+        assert_eq!(parse_fraction("0.01"), Ok(0.01));
+        assert_eq!(parse_fraction("1"), Ok(1.0));
+        for bad in ["-0.1", "1.5", "1%", "NaN", ""] {
+            assert!(parse_fraction(bad).is_err(), "{bad}");
+        }
+    }
 }

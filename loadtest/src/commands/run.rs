@@ -17,13 +17,17 @@ use crate::schedule::{self, parse_duration, parse_stages};
 use crate::thresholds::Threshold;
 use crate::{report, sampler};
 
-use super::{ServerArgs, Stages, check, fleet_spec, http_client, machine_note, results_dir};
+use super::{
+    ServerArgs, Stages, TraceArgs, check, fleet_spec, http_client, machine_note, results_dir,
+};
 use crate::error::LoadError;
 
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
     #[command(flatten)]
     servers: ServerArgs,
+    #[command(flatten)]
+    traces: TraceArgs,
     /// create-chat, send-message, read-messages, mix[:C:S:R] or get:/path.
     #[arg(long, default_value = "create-chat", value_parser = |s: &str| s.parse::<Scenario>())]
     scenario: Scenario,
@@ -106,7 +110,10 @@ pub(crate) async fn run(args: RunArgs) -> Result<bool, LoadError> {
         &args.scenario,
     )
     .await?;
-    let work = Arc::new(Workload::new(args.scenario.clone(), seeded, args.members));
+    let work = Arc::new(
+        Workload::new(args.scenario.clone(), seeded, args.members)
+            .with_trace_fraction(args.traces.trace_fraction),
+    );
     let strategies: Vec<Choice<InsertStrategy>> =
         args.strategy.map(|s| Choice(Some(s))).into_iter().collect();
     let watched = Watched {
@@ -152,6 +159,7 @@ pub(crate) async fn run(args: RunArgs) -> Result<bool, LoadError> {
     );
     report::write(&out, &cells, &notes).map_err(|e| LoadError::file(&out, e))?;
     println!("{}", report::to_markdown(&cells));
+    print!("{}", report::traces_markdown(&cells));
     println!("results: {}", out.display());
     Ok(check(&cells, &args.thresholds))
 }
