@@ -65,10 +65,13 @@ pub(crate) fn statement() -> Span {
     )
 }
 
-/// A statement span for `query`, described when the span is enabled.
+/// A statement span for `query`. Its SQL is rendered only when the
+/// enclosing trace is sampled: an unsampled trace is never exported, and
+/// rendering every statement's text was paid by every traced request.
 pub(crate) fn statement_for<Q: QueryFragment<Pg> + ?Sized>(query: &Q) -> Span {
     let span = statement();
     if !span.is_disabled()
+        && chatlab_telemetry::is_sampled(&Span::current())
         && let Some(sql) = sql_text(query)
     {
         describe(&span, &sql);

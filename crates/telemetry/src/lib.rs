@@ -45,6 +45,12 @@ pub fn sampled_trace_id(span: &tracing::Span) -> Option<String> {
         .map(|sc| sc.trace_id().to_string())
 }
 
+/// Whether `span` belongs to a sampled trace (one that will be exported):
+/// work that only describes a span can be skipped when it does not.
+pub fn is_sampled(span: &tracing::Span) -> bool {
+    span_context(span).is_some_and(|sc| sc.is_sampled())
+}
+
 /// `sc` written as a W3C `traceparent` header value.
 pub fn traceparent(sc: &SpanContext) -> String {
     format!(
