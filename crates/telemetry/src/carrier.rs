@@ -3,10 +3,8 @@
 
 use opentelemetry::Context;
 use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator as _};
+use opentelemetry::trace::TraceContextExt as _;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
-use tracing_opentelemetry::OpenTelemetrySpanExt as _;
-
-use crate::enabled;
 
 /// Headers that trace context can be read from.
 pub trait Carrier {
@@ -61,10 +59,12 @@ pub fn extract<C: Carrier + ?Sized>(carrier: &C) -> Context {
 /// when it has one) through `set`; writes nothing when tracing is off or
 /// the span is in no trace.
 pub fn inject_current(set: impl FnMut(&'static str, String)) {
-    if !enabled() {
+    // The span context, not the span's OpenTelemetry context: an unsampled
+    // request's lean root stands for a context of its own.
+    let Some(sc) = crate::span_context(&tracing::Span::current()) else {
         return;
-    }
-    let cx = tracing::Span::current().context();
+    };
+    let cx = Context::new().with_remote_span_context(sc);
     TraceContextPropagator::new().inject_context(&cx, &mut Write(set));
 }
 

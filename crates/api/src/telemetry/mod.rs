@@ -22,9 +22,12 @@ pub use request_span::RequestSpan;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing::Metadata;
-use tracing_subscriber::filter::{EnvFilter, FilterFn};
+use tracing::subscriber::Interest;
+use tracing_log::AsLog as _;
+use tracing_subscriber::filter::{DynFilterFn, EnvFilter, LevelFilter};
+use tracing_subscriber::layer::Context;
 use tracing_subscriber::layer::SubscriberExt as _;
-use tracing_subscriber::util::SubscriberInitExt as _;
+use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::{Layer, Registry};
 
 use crate::config::LogFormat;
@@ -54,19 +57,64 @@ pub fn install(format: LogFormat, filter: &str, provider: Option<&SdkTracerProvi
     let otel = provider.map(|p| {
         tracing_opentelemetry::layer()
             .with_tracer(p.tracer("chatlab"))
+            // What a request would pay for and nobody reads: the source
+            // location, thread and target of every span; busy and idle
+            // time (two clock reads at each poll of every instrumented
+            // future); and an OpenTelemetry context attached to the thread
+            // at each poll (chatlab reads a span's context from the span).
             .with_location(false)
             .with_threads(false)
-            .with_filter(FilterFn::new(exported))
+            .with_target(false)
+            .with_tracked_inactivity(false)
+            .with_context_activation(false)
+            .with_filter(
+                DynFilterFn::new(exported_in_trace).with_callsite_filter(exported_callsite),
+            )
     });
-    let installed = Registry::default()
-        .with(fmt.with_filter(filter))
-        .with(otel)
-        .try_init()
-        .is_ok();
+    // The `log` crate's records (tokio-postgres logs each statement at
+    // debug) are converted only when the logs would show them, or for a
+    // warning the traces would carry; the OpenTelemetry layer's own level
+    // (debug, for its spans) would otherwise let every one through.
+    let log_level = tracing_subscriber::Layer::<Registry>::max_level_hint(&filter)
+        .unwrap_or(LevelFilter::TRACE)
+        .max(if provider.is_some() {
+            LevelFilter::WARN
+        } else {
+            LevelFilter::OFF
+        });
+    let subscriber = Registry::default().with(fmt.with_filter(filter)).with(otel);
+    let installed = tracing::subscriber::set_global_default(subscriber).is_ok();
+    if installed {
+        // Fails only when a `log` logger is already set: then that one stays.
+        let _ = tracing_log::LogTracer::builder()
+            .with_max_level(log_level.as_log())
+            .init();
+    }
     if installed && provider.is_some() {
         chatlab_telemetry::enable();
     }
     installed
+}
+
+/// Whether the OpenTelemetry layer sees a callsite at all ([`exported`]);
+/// the others are never asked again.
+fn exported_callsite(meta: &'static Metadata<'static>) -> Interest {
+    if exported(meta) {
+        Interest::sometimes()
+    } else {
+        Interest::never()
+    }
+}
+
+/// [`exported`], and no span below an unsampled request's lean root
+/// ([`chatlab_telemetry::open_root`]): it would never be exported, and
+/// building it (its attributes, the sampler asked again as it starts) was
+/// most of what tracing cost a request that is not sampled.
+fn exported_in_trace<S>(meta: &Metadata<'_>, cx: &Context<'_, S>) -> bool
+where
+    S: tracing::Subscriber + for<'a> LookupSpan<'a>,
+{
+    exported(meta) && !(meta.is_span() && chatlab_telemetry::in_unsampled_trace(cx))
 }
 
 /// What the OpenTelemetry layer sees: chatlab's own spans down to `debug`

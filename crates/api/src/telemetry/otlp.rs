@@ -143,6 +143,11 @@ where
             capacity,
         })
         .with_resource(resource())
+        // OTEL_TRACES_SAMPLER, as the SDK reads it, decided at each
+        // request's root before the span is built.
+        .with_sampler(chatlab_telemetry::HeadSampler::install(
+            opentelemetry_sdk::trace::Config::default().sampler,
+        ))
         .build()
 }
 

@@ -24,27 +24,30 @@ impl chatlab_telemetry::Carrier for Headers<'_> {
 
 impl RootSpanBuilder for RequestSpan {
     fn on_request_start(request: &ServiceRequest) -> Span {
-        let method = request.method().as_str();
-        let route = request.match_pattern();
-        let name = match &route {
-            Some(route) => format!("{method} {route}"),
-            None => method.to_owned(),
-        };
-        let span = tracing::info_span!(
-            "HTTP request",
-            otel.name = %name,
-            otel.kind = "server",
-            otel.status_code = Empty,
-            http.request.method = %method,
-            http.route = route.as_deref().unwrap_or(""),
-            url.path = %request.path(),
-            http.response.status_code = Empty,
-            chatlab.insert_strategy = Empty,
-            chatlab.publish_mode = Empty,
-            chatlab.member_count = Empty,
-        );
-        chatlab_telemetry::set_remote_parent(&span, &Headers(request.headers()));
-        span
+        // The sampler decides before the span is built: an unsampled
+        // request gets a lean root, and nothing below it is built.
+        chatlab_telemetry::open_root(&Headers(request.headers()), || {
+            let method = request.method().as_str();
+            let route = request.match_pattern();
+            let name = match &route {
+                Some(route) => format!("{method} {route}"),
+                None => method.to_owned(),
+            };
+            tracing::info_span!(
+                "HTTP request",
+                otel.name = %name,
+                otel.kind = "server",
+                otel.status_code = Empty,
+                http.request.method = %method,
+                http.route = route.as_deref().unwrap_or(""),
+                url.path = %request.path(),
+                http.response.status_code = Empty,
+                chatlab.insert_strategy = Empty,
+                chatlab.publish_mode = Empty,
+                chatlab.member_count = Empty,
+                sampling.priority = Empty,
+            )
+        })
     }
 
     fn on_request_end<B: MessageBody>(

@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use opentelemetry::Value;
-use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+use opentelemetry_sdk::trace::{InMemorySpanExporter, Sampler, SdkTracerProvider, SpanData};
 use uuid::Uuid;
 
 use chatlab_api::config::LogFormat;
@@ -25,6 +25,9 @@ pub fn install() {
         let exporter = InMemorySpanExporter::default();
         let provider = SdkTracerProvider::builder()
             .with_simple_exporter(exporter.clone())
+            .with_sampler(chatlab_telemetry::HeadSampler::install(Box::new(
+                Sampler::ParentBased(Box::new(Sampler::AlwaysOn)),
+            )))
             .build();
         let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".to_owned());
         assert!(

@@ -251,6 +251,52 @@ async fn wait_for_link(trace_id: &str) -> opentelemetry_sdk::trace::SpanData {
 }
 
 #[tokio::test]
+async fn an_unsampled_request_exports_nothing_and_still_names_its_trace() {
+    collected::install();
+    let app = spawn_app_with(&[("CHATLAB_ALLOW_OVERRIDES", "true")]).await;
+    let users = app.bulk_users(4).await;
+    let (tp, unsampled, parent) = traceparent();
+    let tp = format!("{}-00", &tp[..tp.len() - 3]);
+    let resp = post_chat(
+        &app,
+        "unsampled",
+        &users,
+        &[
+            ("traceparent", &tp),
+            ("x-chatlab-insert-strategy", "per_row"),
+        ],
+    )
+    .await;
+    assert_eq!(resp.status(), 201);
+    assert_eq!(resp.headers()["x-trace-id"].to_str().unwrap(), unsampled);
+    let traceresponse = resp.headers()["traceresponse"].to_str().unwrap();
+    assert!(
+        traceresponse.starts_with(&format!("00-{unsampled}-")) && traceresponse.ends_with("-00"),
+        "the server's span, not sampled: {traceresponse}"
+    );
+    assert!(!traceresponse.contains(&parent), "{traceresponse}");
+    // A sampled request after it: once its spans are in, the unsampled
+    // request's would be too (spans are exported as they end).
+    let (tp, sampled, _) = traceparent();
+    let resp = post_chat(&app, "sampled", &users, &[("traceparent", &tp)]).await;
+    assert_eq!(resp.status(), 201);
+    let t = collected::trace(&sampled, |t| !t.named("POST /v1/chats").is_empty()).await;
+    assert!(
+        !t.named("transaction").is_empty(),
+        "the sampled trace is whole"
+    );
+    let leaked: Vec<_> = collected::all()
+        .into_iter()
+        .filter(|s| s.span_context.trace_id().to_string() == unsampled)
+        .map(|s| s.name)
+        .collect();
+    assert!(
+        leaked.is_empty(),
+        "exported from an unsampled trace: {leaked:?}"
+    );
+}
+
+#[tokio::test]
 async fn a_failed_request_names_its_trace_in_the_problem() {
     collected::install();
     let app = spawn_app_with(&[]).await;
