@@ -53,7 +53,7 @@ else
   BULK_ARGS := --pool-sizes 10,30,60 --duration 5s --warmup 0s \
       --scenario $(shell for n in 1000 10000 100000; do for p in 1 4 8; do printf 'import:%s:1000:%s,' $$n $$p; done; done | sed 's/,$$//')
   CONCURRENCY_ARGS := --vus 10,100,1000 --duration 10s --warmup 3s
-  TRACING_ARGS := --vus 20 --duration 15s --warmup 3s --rounds 4
+  TRACING_ARGS := --vus 20 --duration 15s --warmup 3s --rounds 8
   BROKER_CHECK_ARGS := --events 500 --producers 4 --in-flight 32 --rounds 10 --busy-threads 1
 endif
 # The cost of tracing: the server as it is, and exporting spans over OTLP at
