@@ -39,6 +39,7 @@ ifeq ($(QUICK),1)
   CONCURRENCY_ARGS := --vus 10,100 --duration 2s --warmup 1s --seed-users 300
   TRACING_ARGS := --vus 8 --duration 1s --warmup 0s --rounds 2 --seed-users 300 --trace-fraction 0.05
   BROKER_CHECK_ARGS := --events 200 --producers 2 --rounds 1
+  COLLECTOR_FAULT_DURATION := 4s
 else
   DEMO_ARGS := --vus 20 --duration 6s --warmup 3s --rounds 3
   LOADTEST_ARGS := --vus 40 --duration 20s
@@ -55,6 +56,7 @@ else
   CONCURRENCY_ARGS := --vus 10,100,1000 --duration 10s --warmup 3s
   TRACING_ARGS := --vus 20 --duration 15s --warmup 3s --rounds 8
   BROKER_CHECK_ARGS := --events 500 --producers 4 --in-flight 32 --rounds 10 --busy-threads 1
+  COLLECTOR_FAULT_DURATION := 15s
 endif
 # The cost of tracing: the server as it is, and exporting spans over OTLP at
 # 1% and 100% (parent-based ratio sampling), to chatlab-load's own OTLP/HTTP
@@ -90,7 +92,7 @@ RUNS ?= 50
 .PHONY: demo loadtest loadtest-create loadtest-seed001 loadtest-ramp bench-baseline \
         loadtest-crosscheck loadtest-pool loadtest-poolsize loadtest-driver loadtest-concurrency \
         loadtest-tracing loadtest-smoke load-build load-db broker-check events-stress \
-        fault-db fault-broker fault-server fault-cancel soak faults
+        fault-db fault-broker fault-server fault-cancel fault-collector soak faults
 .PHONY: help run build release test fmt fmt-check lint layering settings-docs schema-check deps-check openapi openapi-check \
         docker-check k6-check db db-stop broker broker-stop ci clean-testdbs up down loadtest-docker dashboard-check
 
@@ -203,6 +205,9 @@ fault-server: load-build ## chatlab killed (SIGKILL) in outbox mode, and stopped
 	    --publish-modes outbox $(FAULT_ENV) --latency-bound 12s $(FAULT_ARGS) --down 1s
 	scripts/fault.sh fault-server --faults server-term --tansu-bin $$(scripts/ensure-tansu.sh --print-bin) \
 	    --publish-modes $(FAULT_MODES) $(FAULT_ENV) --latency-bound 12s $(FAULT_ARGS) --down 1s
+
+fault-collector: load-build load-db ## The OTLP collector frozen, then gone, under load at 100% sampling: requests unharmed, drops and failed exports counted, SIGTERM still prompt
+	LOAD_DATABASE_URL=$(LOAD_DATABASE_URL) DURATION=$(COLLECTOR_FAULT_DURATION) scripts/fault-collector.sh
 
 fault-cancel: load-build ## Clients hang up at random points (per_row, 200 members): nothing left open, nothing half written
 	scripts/fault.sh fault-cancel --faults cancel --publish-modes $(FAULT_MODES) --members 200 --deadline 2ms..60ms \
