@@ -8,10 +8,11 @@
 //! - `OTEL_EXPORTER_OTLP_HEADERS`, `_TIMEOUT`: read by the exporter;
 //! - `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`: the resource, to which
 //!   chatlab adds `service.version` and a `service.instance.id` of its own;
-//! - `OTEL_TRACES_SAMPLER` / `OTEL_TRACES_SAMPLER_ARG`: read by the SDK
-//!   (default `parentbased_always_on`; `parentbased_traceidratio` with
-//!   `0.01` keeps 1% of the traces that start here, and follows the
-//!   caller's decision for the others);
+//! - `OTEL_TRACES_SAMPLER` / `OTEL_TRACES_SAMPLER_ARG`: read as the SDK
+//!   reads them (default `parentbased_always_on`; `parentbased_traceidratio`
+//!   with `0.01` keeps 1% of the traces that start here, and follows the
+//!   caller's decision for the others), and asked once per request, before
+//!   its spans are built ([`chatlab_telemetry::open_root`]);
 //! - `OTEL_BSP_MAX_QUEUE_SIZE`, `OTEL_BSP_SCHEDULE_DELAY`,
 //!   `OTEL_BSP_MAX_EXPORT_BATCH_SIZE`: the batch processor's.
 //!
