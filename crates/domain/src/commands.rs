@@ -12,6 +12,9 @@ use crate::limits::{
 };
 use crate::validation::{Checker, ValidationErrors};
 
+/// The most bad names one bulk request's answer lists.
+const BULK_NAME_ERRORS_SHOWN: usize = 10;
+
 /// The current time at PostgreSQL's precision (microseconds), so that what
 /// a write returns is exactly what a later read returns.
 pub fn now() -> DateTime<Utc> {
@@ -56,6 +59,11 @@ impl NewUser {
             (Some(names), None) => names.to_vec(),
             (None, Some(count)) => {
                 let prefix = prefix.unwrap_or("user-");
+                if prefix.chars().any(char::is_control) {
+                    // Every name made from it would fail the same way.
+                    check.fail("name_prefix", "must not contain control characters");
+                    return check.finish().map(|()| Vec::new());
+                }
                 (0..count.min(limits.users_bulk_max.saturating_add(1)))
                     .map(|n| format!("{prefix}{n}"))
                     .collect()
@@ -89,6 +97,8 @@ impl NewUser {
                 created_at,
             })
             .collect();
+        // One bad name or ten thousand: the answer stays small.
+        check.cap(BULK_NAME_ERRORS_SHOWN);
         check.finish()?;
         Ok(users)
     }
@@ -204,6 +214,8 @@ impl SendMessage {
                 "body",
                 format!("must be at most {MESSAGE_BODY_MAX_CHARS} characters, got {chars}"),
             );
+        } else {
+            check.body_chars("body", &input.body);
         }
         check.finish()?;
         Ok(Self {
@@ -271,6 +283,59 @@ mod tests {
         assert!(SendMessage::validate(msg("ü".repeat(4000))).is_ok());
         assert!(SendMessage::validate(msg("ü".repeat(4001))).is_err());
         assert!(SendMessage::validate(msg(" \n".into())).is_err());
+    }
+
+    fn message(body: &str) -> NewMessage {
+        NewMessage {
+            chat_id: ChatId::generate(),
+            sender_id: user(1),
+            body: body.to_owned(),
+        }
+    }
+
+    #[test]
+    fn control_characters_are_refused_but_line_breaks_in_a_body_are_text() {
+        for name in ["a\u{0}b", "a\nb", "\u{1b}[31mred"] {
+            let err = NewUser::validate(name).unwrap_err();
+            assert_eq!(err.0[0].field, "name", "{name:?}");
+            assert!(err.0[0].message.contains("control characters"), "{err}");
+        }
+        let err = SendMessage::validate(message("nul \u{0} inside")).unwrap_err();
+        assert_eq!(err.0[0].field, "body");
+        assert!(err.0[0].message.contains("U+0000"), "{err}");
+        assert!(SendMessage::validate(message("line one\r\nline two\tend")).is_ok());
+        let limits = Limits::default();
+        let err = NewUser::validate_bulk(None, Some(5), Some("u\u{0}"), &limits).unwrap_err();
+        assert_eq!(err.0.len(), 1, "the prefix, not each name: {err}");
+        assert_eq!(err.0[0].field, "name_prefix");
+    }
+
+    #[test]
+    fn a_bulk_answer_lists_at_most_ten_bad_names() {
+        let names = vec!["bad\u{0}".to_owned(); 1000];
+        let err = NewUser::validate_bulk(Some(&names), None, None, &Limits::default()).unwrap_err();
+        assert_eq!(err.0.len(), BULK_NAME_ERRORS_SHOWN + 1);
+        assert!(
+            err.0[BULK_NAME_ERRORS_SHOWN].message.contains("990 more"),
+            "{err}"
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn any_control_character_but_tab_and_line_breaks_is_refused_in_a_body(
+            before in "[a-z ]{0,20}",
+            after in "[a-z ]{0,20}",
+            c in (0u32..0x20).prop_union(0x7f..0xa0)
+                .prop_filter_map("tab and line breaks are text", |n| {
+                    char::from_u32(n).filter(|c| !matches!(c, '\t' | '\n' | '\r'))
+                }),
+        ) {
+            let body = format!("x{before}{c}{after}y");
+            let err = SendMessage::validate(message(&body)).unwrap_err();
+            prop_assert_eq!(err.0[0].field, "body");
+            prop_assert!(NewUser::validate(&body).is_err());
+        }
     }
 
     #[test]

@@ -16,7 +16,7 @@ use crate::commands::now;
 use crate::errors::RepositoryError;
 use crate::ids::{ChatId, MessageId, UserId};
 use crate::limits::{Limits, MESSAGE_BODY_MAX_CHARS};
-use crate::validation::{Checker, ValidationErrors};
+use crate::validation::{Checker, ValidationErrors, body_control_message, forbidden_in_body};
 
 /// Rows per chunk when the client names none (or `CHAT_IMPORT_MAX_ROWS`,
 /// if lower).
@@ -190,6 +190,15 @@ impl ImportMessages {
                      whitespace (got {} characters)",
                     m.body.chars().count()
                 ),
+            );
+        } else if let Some((i, c)) = messages
+            .iter()
+            .enumerate()
+            .find_map(|(i, m)| forbidden_in_body(&m.body).map(|c| (i, c)))
+        {
+            check.fail(
+                "messages",
+                format!("message {i}: body {}", body_control_message(c)),
             );
         }
         let plan = ImportPlan::validate(&mut check, chunk_size, parallelism, limits);

@@ -42,7 +42,8 @@ impl Checker {
         });
     }
 
-    /// Checks a trimmed text's length in characters; returns the trimmed text.
+    /// Checks a name: its trimmed length in characters, and no control
+    /// character at all; returns the trimmed text.
     pub(crate) fn text(&mut self, field: &'static str, value: &str, max_chars: usize) -> String {
         let trimmed = value.trim();
         let chars = trimmed.chars().count();
@@ -53,8 +54,35 @@ impl Checker {
                 field,
                 format!("must be at most {max_chars} characters, got {chars}"),
             );
+        } else if let Some(c) = trimmed.chars().find(|c| c.is_control()) {
+            self.fail(
+                field,
+                format!(
+                    "must not contain control characters (found {})",
+                    code_point(c)
+                ),
+            );
         }
         trimmed.to_owned()
+    }
+
+    /// Checks that a message body holds no control character but tab and
+    /// line breaks (PostgreSQL refuses NUL in text; the others are never
+    /// text a person wrote).
+    pub(crate) fn body_chars(&mut self, field: &'static str, body: &str) {
+        if let Some(c) = forbidden_in_body(body) {
+            self.fail(field, body_control_message(c));
+        }
+    }
+
+    /// Keeps the first `max` errors and sums up the rest in one more.
+    pub(crate) fn cap(&mut self, max: usize) {
+        if self.0.len() > max {
+            let more = self.0.len() - max;
+            let field = self.0[max].field;
+            self.0.truncate(max);
+            self.fail(field, format!("and {more} more failing the same checks"));
+        }
     }
 
     pub(crate) fn is_clean(&self) -> bool {
@@ -68,4 +96,24 @@ impl Checker {
             Err(ValidationErrors(self.0))
         }
     }
+}
+
+/// The first control character of `body` other than tab, line feed and
+/// carriage return.
+pub(crate) fn forbidden_in_body(body: &str) -> Option<char> {
+    body.chars()
+        .find(|c| c.is_control() && !matches!(c, '\t' | '\n' | '\r'))
+}
+
+/// What a client is told of a body's control character `c`.
+pub(crate) fn body_control_message(c: char) -> String {
+    format!(
+        "must not contain control characters other than tab and line breaks (found {})",
+        code_point(c)
+    )
+}
+
+/// `c` as `U+XXXX`.
+fn code_point(c: char) -> String {
+    format!("U+{:04X}", u32::from(c))
 }

@@ -63,7 +63,14 @@ async fn bodies_are_checked_in_characters() {
         app.send_message(chat, user, &ok).await.status(),
         StatusCode::CREATED
     );
-    for bad in [String::new(), "  \n ".to_owned(), "ß".repeat(4001)] {
+    // PostgreSQL refuses NUL in text: it was a 500 before it was checked.
+    for bad in [
+        String::new(),
+        "  \n ".to_owned(),
+        "ß".repeat(4001),
+        "nul \u{0} inside".to_owned(),
+        "bell \u{7}".to_owned(),
+    ] {
         let body =
             assert_problem(app.send_message(chat, user, &bad).await, 422, "validation").await;
         assert_eq!(body["errors"][0]["field"], "body");

@@ -26,7 +26,8 @@ async fn an_unknown_user_is_404() {
 async fn invalid_names_are_422_and_write_nothing() {
     let app = spawn_app().await;
     let too_long = "x".repeat(101);
-    for name in ["", "   ", too_long.as_str()] {
+    // PostgreSQL refuses NUL in text: it was a 500 before it was checked.
+    for name in ["", "   ", too_long.as_str(), "a\u{0}b", "two\nlines"] {
         let resp = app.post_json("/v1/users", &json!({ "name": name })).await;
         let body = assert_problem(resp, 422, "validation").await;
         assert_eq!(body["errors"][0]["field"], "name");
@@ -58,9 +59,28 @@ async fn bulk_rejects_bad_requests_and_writes_nothing() {
         json!({}),
         json!({ "count": 2, "names": ["a"] }),
         json!({ "names": ["ok", ""] }),
+        json!({ "names": ["ok", "n\u{0}l"] }),
+        json!({ "count": 3, "name_prefix": "p\u{0}" }),
     ] {
         let resp = app.post_json("/v1/users/bulk", &body).await;
         assert_problem(resp, 422, "validation").await;
     }
+    assert_eq!(app.row_counts().await, [0, 0, 0, 0]);
+}
+
+#[tokio::test]
+async fn a_bulk_answer_stays_small_however_many_names_fail() {
+    let app = spawn_app().await;
+    let names = vec!["bad\u{0}"; 1000];
+    let resp = app
+        .post_json("/v1/users/bulk", &json!({ "names": names }))
+        .await;
+    let body = assert_problem(resp, 422, "validation").await;
+    let errors = body["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 11, "ten names and a summary");
+    assert!(
+        errors[10]["message"].as_str().unwrap().contains("990 more"),
+        "{body}"
+    );
     assert_eq!(app.row_counts().await, [0, 0, 0, 0]);
 }
