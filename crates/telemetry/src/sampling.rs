@@ -38,6 +38,9 @@ pub const UNSAMPLED_TARGET: &str = "chatlab::unsampled";
 /// (the name OpenTracing gave it): above 0, sampled.
 pub const SAMPLING_PRIORITY: &str = "sampling.priority";
 
+/// The name of a request's root span, full or lean, as the sampler sees it.
+const ROOT_NAME: &str = "HTTP request";
+
 /// The sampler the configuration names, for the decision at the root.
 static HEAD: OnceLock<Box<dyn ShouldSample>> = OnceLock::new();
 
@@ -116,14 +119,10 @@ pub fn open_root<C: Carrier + ?Sized>(carrier: &C, full: impl FnOnce() -> Span) 
         Some(Some(sc)) => {
             let span = tracing::info_span!(
                 target: UNSAMPLED_TARGET,
-                "HTTP request",
+                ROOT_NAME,
                 sampling.priority = 0_i64
             );
-            span.with_subscriber(|(id, dispatch)| {
-                if let Some(span) = dispatch.downcast_ref::<Registry>().and_then(|r| r.span(id)) {
-                    span.extensions_mut().insert(Unsampled(sc));
-                }
-            });
+            in_registry(&span, |data| data.extensions_mut().insert(Unsampled(sc)));
             span
         }
         decided => {
@@ -155,7 +154,7 @@ fn decide(head: &dyn ShouldSample, parent: &OtelContext) -> Option<SpanContext> 
     let result = head.should_sample(
         Some(parent),
         trace_id,
-        "HTTP request",
+        ROOT_NAME,
         &SpanKind::Server,
         &[],
         &[],
@@ -205,10 +204,19 @@ pub fn is_unsampled(span: &Span) -> bool {
 /// The span context an unsampled request's lean root stands for, when
 /// `span` is that root or lies below it.
 pub(crate) fn unsampled_root(span: &Span) -> Option<SpanContext> {
-    span.with_subscriber(|(id, dispatch)| {
-        let span = dispatch.downcast_ref::<Registry>()?.span(id)?;
-        span.scope()
+    in_registry(span, |data| {
+        data.scope()
             .find_map(|s| s.extensions().get::<Unsampled>().map(|u| u.0.clone()))
     })
     .flatten()
+}
+
+/// `f` on the registry's data of `span`; `None` when the span is disabled
+/// or the subscriber is not built on a `Registry`.
+fn in_registry<T>(
+    span: &Span,
+    f: impl FnOnce(tracing_subscriber::registry::SpanRef<'_, Registry>) -> T,
+) -> Option<T> {
+    span.with_subscriber(|(id, dispatch)| dispatch.downcast_ref::<Registry>()?.span(id).map(f))
+        .flatten()
 }
