@@ -59,6 +59,9 @@ metric() { # NAME: the value of a counter or gauge on /metrics, 0 when absent
 }
 
 failed=0
+check() { # CONDITION MESSAGE: records a broken invariant of the current case
+    if ! eval "$1"; then say "$case: $2"; failed=1; fi
+}
 printf '| collector | throughput (req/s) | p99 ms | errors | spans exported | spans dropped | export failures | stop s |\n|---|---|---|---|---|---|---|---|\n' > "$out/results.md"
 for case in off frozen gone; do
     env=(HTTP_ADDR="127.0.0.1:$http_port" DATABASE_URL="$url" RUST_LOG=warn)
@@ -97,7 +100,6 @@ for case in off frozen gone; do
     server=
     printf '| %s | %s | %s | %s | %s | %s | %s | %.1f |\n' "$case" "${rps:-?}" "${p99:-?}" "${errors:-?}" \
         "$exported" "$dropped" "$failures" "$stop_s" >> "$out/results.md"
-    check() { if ! eval "$1"; then say "$case: $2"; failed=1; fi; }
     check '[[ -n "$rps" && "${errors:-1}" == 0 ]]' "requests failed or no run (see $out/load-$case.txt)"
     check '[[ $stopped == yes ]]' "the server did not stop within ${stop_bound}s of SIGTERM"
     case $case in
