@@ -18,11 +18,13 @@ use prometheus_client::registry::{Registry, Unit};
 
 use chatlab_persistence::pool_metrics::{TraceLabel, latency_buckets};
 
+use crate::http_limits::method_label;
+
 /// Labels of the request-duration histogram.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
-    /// `GET`, `POST`, ...
-    pub http_request_method: String,
+    /// `GET`, `POST`, ..., or `_OTHER` for a method HTTP does not define.
+    pub http_request_method: &'static str,
     /// Route template, or `unmatched`.
     pub http_route: String,
     /// Response status.
@@ -65,7 +67,7 @@ pub async fn record(
     next: Next<impl MessageBody>,
 ) -> Result<ServiceResponse<impl MessageBody>, Error> {
     let metrics = req.app_data::<web::Data<HttpMetrics>>().cloned();
-    let method = req.method().as_str().to_owned();
+    let method = method_label(req.method());
     let started = Instant::now();
     let response = next.call(req).await?;
     if let Some(metrics) = metrics {

@@ -5,8 +5,10 @@
 //! binary and the integration tests both call it, the tests on port 0.
 
 pub mod audit;
+pub mod auth;
 pub mod config;
 pub mod dto;
+pub mod http_limits;
 pub mod http_metrics;
 pub mod openapi;
 pub mod overrides;

@@ -68,6 +68,14 @@ enum Command {
         #[arg(long, default_value_t = probe::DEFAULT_TIMEOUT.as_millis() as u64)]
         timeout_ms: u64,
     },
+    /// Print a bearer token for USER_ID, signed with the server's keys
+    /// (CHATLAB_JWT_SECRET, or CHATLAB_JWT_PRIVATE_KEY_FILE for EdDSA and
+    /// RS256), valid CHATLAB_TOKEN_TTL_SECS: for curl, scripts and
+    /// operators. Nothing is looked up; the user need not exist yet.
+    Token {
+        /// The user the token acts as.
+        user_id: uuid::Uuid,
+    },
     /// Print every setting with its default and doc: as `.env.example`
     /// (`env`), as the README's table (`markdown`), or the README read from
     /// stdin with its table replaced (`readme`).
@@ -133,6 +141,7 @@ async fn main() -> ExitCode {
             }
         },
         Command::Serve => serve(settings()).await,
+        Command::Token { user_id } => token(settings(), user_id),
         Command::Probe { url, timeout_ms } => {
             let url = url.unwrap_or_else(|| probe::readyz_url(cli.settings.http_addr));
             probe::run(&url, std::time::Duration::from_millis(timeout_ms)).await
@@ -168,7 +177,8 @@ async fn audit(
     let Some(bootstrap) = settings.kafka.brokers.clone() else {
         eprintln!(
             "chatlab audit: KAFKA_BROKERS is not set. The embedded broker's events live in the \
-             server's process; ask the running server instead: curl 'http://HOST:PORT/audit'"
+             server's process; ask the running server's operator listener instead: \
+             curl 'http://127.0.0.1:9464/audit' (OPS_ADDR)"
         );
         return ExitCode::from(2);
     };
@@ -280,4 +290,40 @@ fn error_chain(e: &dyn std::error::Error) -> String {
         source = s.source();
     }
     out
+}
+
+/// `chatlab token USER_ID`: signs with the configured keys. Refuses to
+/// sign with a random secret, which no server would accept.
+fn token(settings: Result<Settings, ConfigError>, user_id: uuid::Uuid) -> ExitCode {
+    let settings = match settings {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("chatlab token: invalid configuration: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let a = &settings.auth;
+    if a.secret.is_none() && a.private_key_file.is_none() {
+        eprintln!(
+            "chatlab token: set CHATLAB_JWT_SECRET (HS256) or CHATLAB_JWT_PRIVATE_KEY_FILE \
+             (EdDSA, RS256) to the server's; a random secret would sign tokens no server accepts"
+        );
+        return ExitCode::from(2);
+    }
+    let issued = chatlab_api::auth::keys::from_settings(a)
+        .map_err(|e| e.to_string())
+        .and_then(|keys| {
+            keys.issue(chatlab_domain::UserId::from_uuid(user_id))
+                .map_err(|e| e.to_string())
+        });
+    match issued {
+        Ok(t) => {
+            println!("{}", t.token);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("chatlab token: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }

@@ -47,3 +47,85 @@ pub fn document_json() -> Result<String, serde_json::Error> {
         s
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use chatlab_domain::Limits;
+    use chatlab_domain::import_jobs::MAX_PARALLELISM;
+    use chatlab_domain::limits::{
+        CHAT_NAME_MAX_CHARS, MESSAGE_BODY_MAX_CHARS, PAGE_LIMIT_MAX, USER_NAME_MAX_CHARS,
+    };
+    use serde_json::Value;
+
+    fn schema(doc: &Value, name: &str, field: &str) -> Value {
+        doc["components"]["schemas"][name]["properties"][field].clone()
+    }
+
+    /// The limits the spec states are the ones the server enforces (the
+    /// defaults of the configurable ones).
+    #[test]
+    fn the_document_states_the_servers_limits() {
+        let doc = serde_json::to_value(super::document()).unwrap_or_default();
+        let limits = Limits::default();
+        let cases = [
+            (
+                "CreateUserRequest",
+                "name",
+                "maxLength",
+                USER_NAME_MAX_CHARS,
+            ),
+            (
+                "CreateChatRequest",
+                "name",
+                "maxLength",
+                CHAT_NAME_MAX_CHARS,
+            ),
+            (
+                "CreateChatRequest",
+                "member_ids",
+                "maxItems",
+                limits.chat_max_members,
+            ),
+            (
+                "SendMessageRequest",
+                "body",
+                "maxLength",
+                MESSAGE_BODY_MAX_CHARS,
+            ),
+            (
+                "ImportedMessageRequest",
+                "body",
+                "maxLength",
+                MESSAGE_BODY_MAX_CHARS,
+            ),
+            (
+                "ImportMembersRequest",
+                "user_ids",
+                "maxItems",
+                limits.import_max_rows,
+            ),
+            (
+                "ImportMessagesRequest",
+                "messages",
+                "maxItems",
+                limits.import_max_rows,
+            ),
+            (
+                "ImportMembersRequest",
+                "parallelism",
+                "maximum",
+                MAX_PARALLELISM,
+            ),
+        ];
+        for (name, field, keyword, expected) in cases {
+            let stated = schema(&doc, name, field)[keyword].as_u64();
+            assert_eq!(stated, Some(expected as u64), "{name}.{field} {keyword}");
+        }
+        let limit = &doc["paths"]["/v1/chats/{id}/messages"]["get"]["parameters"];
+        let limit = limit
+            .as_array()
+            .and_then(|ps| ps.iter().find(|p| p["name"] == "limit"))
+            .map(|p| p["schema"]["maximum"].as_u64());
+        assert_eq!(limit, Some(Some(u64::from(PAGE_LIMIT_MAX))));
+    }
+}

@@ -1,7 +1,7 @@
 //! Building and running the server: the one function the binary and the
 //! tests share.
 
-use std::net::TcpListener;
+use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 
 use actix_web::dev::Server;
@@ -20,7 +20,9 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use crate::audit::AuditSource;
+use crate::auth::{self, keys::AuthSetupError};
 use crate::config::Settings;
+use crate::http_limits::{self, BodyTimeout, KnownPaths};
 use crate::http_metrics::{self, HttpMetrics};
 use crate::openapi;
 use crate::problem::rejections;
@@ -45,6 +47,9 @@ pub enum StartupError {
     /// The broker could not be set up.
     #[error("could not set up Kafka")]
     Kafka(#[from] KafkaSetupError),
+    /// The token keys could not be set up.
+    #[error("could not set up bearer tokens (CHATLAB_JWT_*)")]
+    Auth(#[from] AuthSetupError),
     /// The listen address could not be bound.
     #[error("could not listen on {addr}")]
     Bind {
@@ -59,7 +64,9 @@ pub enum StartupError {
 /// A built server, bound to its port, not yet running.
 pub struct Application {
     port: u16,
+    ops_port: u16,
     server: Server,
+    ops_server: Server,
     relay: JoinHandle<()>,
     relay_stop: watch::Sender<bool>,
     ledger: JoinHandle<()>,
@@ -74,6 +81,14 @@ impl Application {
     /// [`Application::port`].
     pub async fn build(settings: Settings) -> Result<Self, StartupError> {
         let started_at = chrono::Utc::now();
+        // Before anything slow: a key that does not load stops startup at once.
+        let auth = auth::keys::from_settings(&settings.auth)?;
+        if settings.auth.dev_tokens {
+            tracing::warn!(
+                "CHATLAB_DEV_TOKENS=true: POST /v1/tokens issues a token for any user id to \
+                 anyone who asks; never run this way where others can reach the port"
+            );
+        }
         if settings.run_migrations {
             let applied = migrations::run_pending(&settings.db.url)
                 .await
@@ -165,24 +180,27 @@ impl Application {
                 registry,
                 refresh: Box::new(move || db.refresh_metrics()),
             },
+            auth,
+            dev_tokens: settings.auth.dev_tokens,
         });
 
-        let addr = settings.http.addr;
-        let listener =
-            TcpListener::bind(addr).map_err(|source| StartupError::Bind { addr, source })?;
-        let port = listener
-            .local_addr()
-            .map_err(|source| StartupError::Bind { addr, source })?
-            .port();
+        warn_if_connections_can_outrun_descriptors(&settings);
+        let (listener, port) = bind(settings.http.addr)?;
+        let (ops_listener, ops_port) = bind(settings.http.ops_addr)?;
         let json_limit = settings.http.json_limit_bytes;
+        let body_timeout = web::Data::new(BodyTimeout(settings.http.body_timeout));
         // Built once, here and for `chatlab openapi` alike; each worker
         // serves a copy.
         let doc = openapi::document();
+        let known_paths = web::Data::new(KnownPaths::from_document(&doc));
+        let public_state = state.clone();
         let server = HttpServer::new(move || {
             App::new()
                 .into_utoipa_app()
-                .app_data(state.clone())
+                .app_data(public_state.clone())
                 .app_data(http_metrics.clone())
+                .app_data(body_timeout.clone())
+                .app_data(known_paths.clone())
                 .app_data(rejections::json_config(json_limit))
                 .app_data(rejections::path_config())
                 .app_data(rejections::query_config())
@@ -190,19 +208,32 @@ impl Application {
                 .into_app()
                 .service(SwaggerUi::new("/docs/{_:.*}").url("/openapi.json", doc.clone()))
                 .default_service(web::to(rejections::no_route))
+                .wrap(from_fn(http_limits::head_as_get))
+                .wrap(from_fn(http_limits::bound_body))
                 .wrap(from_fn(http_metrics::record))
                 .wrap(from_fn(trace_headers::add))
                 .wrap(TracingLogger::<RequestSpan>::new())
         })
         .workers(settings.http.workers)
+        .max_connections(settings.http.max_connections_per_worker)
+        .client_request_timeout(settings.http.header_timeout)
+        .client_disconnect_timeout(std::time::Duration::from_secs(1))
         .shutdown_timeout(settings.http.shutdown_timeout.as_secs())
         .listen(listener)
-        .map_err(|source| StartupError::Bind { addr, source })?
+        .map_err(|source| StartupError::Bind {
+            addr: settings.http.addr,
+            source,
+        })?
         .run();
-        tracing::info!(%addr, port, "listening");
+        tracing::info!(addr = %settings.http.addr, port, "listening");
+        let ops_server = ops_server(state, settings.http.ops_addr, ops_listener, json_limit)?;
+        tracing::info!(addr = %settings.http.ops_addr, port = ops_port,
+            "operator endpoints (/metrics, /audit, /v1/users/bulk) listening");
         Ok(Self {
             port,
+            ops_port,
             server,
+            ops_server,
             relay,
             relay_stop,
             ledger,
@@ -223,6 +254,11 @@ impl Application {
         self.port
     }
 
+    /// The operator listener's bound port.
+    pub fn ops_port(&self) -> u16 {
+        self.ops_port
+    }
+
     /// A handle that can stop the server gracefully.
     pub fn handle(&self) -> actix_web::dev::ServerHandle {
         self.server.handle()
@@ -233,7 +269,13 @@ impl Application {
     /// stops the outbox relay after its batch in hand, gives queued events
     /// five seconds to be delivered, and writes their receipts.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
+        let ops = self.ops_server.handle();
+        let ops_served = tokio::spawn(self.ops_server);
         let served = self.server.await;
+        ops.stop(true).await;
+        if let Ok(Err(e)) = ops_served.await {
+            tracing::warn!(error = %e, "operator listener ended abnormally");
+        }
         let _ = self.relay_stop.send(true);
         if let Err(e) = self.relay.await {
             tracing::warn!(error = %e, "outbox relay ended abnormally");
@@ -249,6 +291,66 @@ impl Application {
         drop(self.embedded);
         served
     }
+}
+
+/// The connection limit bounds open sockets only below the process's file
+/// descriptor limit: past that, `accept` fails and the server stops taking
+/// anyone, `/healthz` included. Say so at startup when the limit is lower
+/// than workers × `HTTP_MAX_CONNECTIONS_PER_WORKER` plus room for the
+/// pool, the broker and the logs.
+fn warn_if_connections_can_outrun_descriptors(settings: &Settings) {
+    let Some(max_fds) = crate::process_metrics::read().and_then(|r| r.max_fds) else {
+        return;
+    };
+    let connections = (settings.http.workers * settings.http.max_connections_per_worker) as u64;
+    let needed = connections + u64::from(settings.db.pool_max_size) + 256;
+    if max_fds < needed {
+        tracing::warn!(
+            max_open_files = max_fds,
+            connections,
+            needed,
+            "the open-file limit is below what HTTP_MAX_CONNECTIONS_PER_WORKER admits: under a \
+             flood of idle connections the server could run out of descriptors before the \
+             limit applies; raise `ulimit -n` or lower HTTP_MAX_CONNECTIONS_PER_WORKER"
+        );
+    }
+}
+
+/// Binds `addr` (port 0 picks one), answering the bound port.
+fn bind(addr: SocketAddr) -> Result<(TcpListener, u16), StartupError> {
+    let listener = TcpListener::bind(addr).map_err(|source| StartupError::Bind { addr, source })?;
+    let port = listener
+        .local_addr()
+        .map_err(|source| StartupError::Bind { addr, source })?
+        .port();
+    Ok((listener, port))
+}
+
+/// The operator listener: one worker, its own connections, so neither a
+/// scrape nor an audit takes a public worker, and the public port answers
+/// none of its paths. It stops when the public server stops (it handles
+/// no signals itself).
+fn ops_server(
+    state: web::Data<AppState>,
+    addr: SocketAddr,
+    listener: TcpListener,
+    json_limit: usize,
+) -> Result<Server, StartupError> {
+    Ok(HttpServer::new(move || {
+        App::new()
+            .app_data(state.clone())
+            .app_data(rejections::json_config(json_limit))
+            .app_data(rejections::path_config())
+            .app_data(rejections::query_config())
+            .configure(routes::configure_ops)
+            .default_service(web::to(rejections::no_route))
+    })
+    .workers(1)
+    .disable_signals()
+    .shutdown_timeout(5)
+    .listen(listener)
+    .map_err(|source| StartupError::Bind { addr, source })?
+    .run())
 }
 
 /// Statement and lock timeouts, deadlocks and ended sessions are told apart

@@ -1,5 +1,5 @@
-//! What every handler shares: the store, the write settings, the limits and
-//! the metrics registry.
+//! What every handler shares: the store, the write settings, the limits,
+//! the token keys and the metrics registry.
 
 use prometheus_client::registry::Registry;
 
@@ -23,6 +23,10 @@ pub struct AppState {
     pub metrics: MetricsEndpoint,
     /// The event audit's sources.
     pub audit: crate::audit::AuditSource,
+    /// Verifies (and, where the keys allow, issues) bearer tokens.
+    pub auth: chatlab_auth::TokenKeys,
+    /// `POST /v1/tokens` answers (development only).
+    pub dev_tokens: bool,
 }
 
 /// The registry and the hook that refreshes sampled gauges before a scrape.

@@ -82,12 +82,23 @@ pub enum RepositoryError {
     /// Some user ids named in the request do not exist; nothing was written.
     #[error("unknown users: {}", list_ids(.0))]
     UnknownUsers(Vec<UserId>),
-    /// The sender is not a member of the chat.
+    /// A user named in the request (an imported message's sender) is not a
+    /// member of the chat. The caller's own non-membership is never this:
+    /// for a non-member the chat does not exist ([`RepositoryError::NotFound`]).
     #[error("user {user_id} is not a member of chat {chat_id}")]
     NotAMember {
         /// The chat.
         chat_id: ChatId,
         /// The would-be sender.
+        user_id: UserId,
+    },
+    /// The caller is a member of the chat but not its owner, and only the
+    /// owner may do this (imports).
+    #[error("only the owner of chat {chat_id} may do this; user {user_id} is a member")]
+    NotTheOwner {
+        /// The chat.
+        chat_id: ChatId,
+        /// The caller.
         user_id: UserId,
     },
     /// The write collides with an existing row.

@@ -13,8 +13,8 @@ use tracing::instrument;
 use uuid::Uuid;
 
 use chatlab_domain::{
-    ChunkFailure, ChunkRange, Entity, ImportMembers, ImportMessages, ImportPlan, ImportReport,
-    InsertStrategy, MessageKind, PublishMode, RepositoryError, UserId,
+    ChatId, ChunkFailure, ChunkRange, Entity, ImportMembers, ImportMessages, ImportPlan,
+    ImportReport, InsertStrategy, MessageKind, PublishMode, RepositoryError, UserId,
 };
 
 use crate::create_chat::{WriteCount, insert_members, rows_per_statement};
@@ -221,22 +221,12 @@ impl PgStore {
         &self,
         job: ImportMembers,
         strategy: InsertStrategy,
+        caller: UserId,
     ) -> Result<ImportReport, RepositoryError> {
         let chat_id = job.chat_id;
-        let exists = self
-            .db()
-            .run(move |s| {
-                async move {
-                    reads::chat_exists(s, chat_id.as_uuid())
-                        .await
-                        .map_err(query_err)
-                }
-                .boxed()
-            })
+        self.db()
+            .run(move |s| async move { ensure_owner(s, chat_id, caller).await }.boxed())
             .await?;
-        if !exists {
-            return Err(PgStore::not_found(Entity::Chat, chat_id));
-        }
         let rows = Rows::Members {
             chat_id: chat_id.as_uuid(),
             joined_at: job.joined_at,
@@ -255,21 +245,17 @@ impl PgStore {
         &self,
         job: ImportMessages,
         strategy: InsertStrategy,
+        caller: UserId,
     ) -> Result<ImportReport, RepositoryError> {
         let chat_id = job.chat_id;
         let senders: Vec<Uuid> = job.senders().iter().map(|id| id.as_uuid()).collect();
-        // The chat must exist and every sender be a member; checked once,
-        // before any chunk, in one round trip each.
+        // The caller must own the chat and every sender be a member;
+        // checked once, before any chunk, in one round trip each.
         let non_member = self
             .db()
             .run(move |s| {
                 async move {
-                    if !reads::chat_exists(s, chat_id.as_uuid())
-                        .await
-                        .map_err(query_err)?
-                    {
-                        return Err(PgStore::not_found(Entity::Chat, chat_id));
-                    }
+                    ensure_owner(s, chat_id, caller).await?;
                     let members: HashSet<Uuid> = s
                         .load::<_, Uuid>(
                             chat_members::table
@@ -281,7 +267,7 @@ impl PgStore {
                         .map_err(query_err)?
                         .into_iter()
                         .collect();
-                    Ok(senders.into_iter().find(|id| !members.contains(id)))
+                    Ok::<_, RepositoryError>(senders.into_iter().find(|id| !members.contains(id)))
                 }
                 .boxed()
             })
@@ -307,5 +293,26 @@ impl PgStore {
                 .collect(),
         );
         Ok(self.run_chunks(rows, job.plan, strategy).await)
+    }
+}
+
+/// Imports are the owner's: `NotFound` when there is no chat or the caller
+/// is not a member (a non-member cannot tell the two apart), `NotTheOwner`
+/// for a member who does not own it. One statement.
+async fn ensure_owner(
+    s: &mut DbSession,
+    chat_id: ChatId,
+    caller: UserId,
+) -> Result<(), RepositoryError> {
+    match reads::owner_and_membership(s, chat_id.as_uuid(), caller.as_uuid())
+        .await
+        .map_err(query_err)?
+    {
+        Some((owner, _)) if owner == caller.as_uuid() => Ok(()),
+        Some((_, true)) => Err(RepositoryError::NotTheOwner {
+            chat_id,
+            user_id: caller,
+        }),
+        _ => Err(PgStore::not_found(Entity::Chat, chat_id)),
     }
 }

@@ -2,13 +2,14 @@
 
 use std::collections::HashSet;
 
-use diesel::dsl::{count_star, exists};
+use diesel::dsl::count_star;
 use diesel::prelude::*;
 use uuid::Uuid;
 
 use chatlab_domain::{Message, UserId};
 
 use crate::models::{ChatRow, MemberRow, MessageRow, UserRow};
+use crate::queries::ViewerIsMember;
 use crate::schema::{chat_members, chats, messages, users};
 use crate::session::DbSession;
 
@@ -17,14 +18,45 @@ pub(crate) async fn user(s: &mut DbSession, id: Uuid) -> QueryResult<Option<User
         .await
 }
 
-pub(crate) async fn chat(s: &mut DbSession, id: Uuid) -> QueryResult<Option<ChatRow>> {
-    s.optional(chats::table.find(id).select(ChatRow::as_select()))
+/// The chat, if `viewer` is one of its members: for anyone else it does
+/// not exist. One statement.
+pub(crate) async fn chat_seen_by(
+    s: &mut DbSession,
+    id: Uuid,
+    viewer: Uuid,
+) -> QueryResult<Option<ChatRow>> {
+    s.optional(
+        chats::table
+            .find(id)
+            .filter(viewer_is_member(id, viewer))
+            .select(ChatRow::as_select()),
+    )
+    .await
+}
+
+fn viewer_is_member(chat_id: Uuid, viewer: Uuid) -> ViewerIsMember {
+    ViewerIsMember { chat_id, viewer }
+}
+
+/// Whether `user` is a member of the chat (false when there is no chat).
+pub(crate) async fn is_member(s: &mut DbSession, chat_id: Uuid, user: Uuid) -> QueryResult<bool> {
+    s.get_result(diesel::select(viewer_is_member(chat_id, user)))
         .await
 }
 
-pub(crate) async fn chat_exists(s: &mut DbSession, id: Uuid) -> QueryResult<bool> {
-    s.get_result(diesel::select(exists(chats::table.find(id))))
-        .await
+/// The chat's owner and whether `user` is a member, or `None` when there
+/// is no such chat. One statement.
+pub(crate) async fn owner_and_membership(
+    s: &mut DbSession,
+    chat_id: Uuid,
+    user: Uuid,
+) -> QueryResult<Option<(Uuid, bool)>> {
+    s.optional(
+        chats::table
+            .find(chat_id)
+            .select((chats::creator_id, viewer_is_member(chat_id, user))),
+    )
+    .await
 }
 
 pub(crate) async fn member_count(s: &mut DbSession, chat_id: Uuid) -> QueryResult<i64> {
@@ -36,16 +68,21 @@ pub(crate) async fn member_count(s: &mut DbSession, chat_id: Uuid) -> QueryResul
     .await
 }
 
-/// Up to `limit + 1` members after `after`, by user id.
+/// Up to `limit + 1` members after `after`, by user id; none unless
+/// `viewer` is a member.
 pub(crate) async fn members_page(
     s: &mut DbSession,
     chat_id: Uuid,
+    viewer: Uuid,
     after: Option<Uuid>,
     limit: u32,
 ) -> QueryResult<Vec<MemberRow>> {
     // Two fixed shapes rather than one boxed query: each is a cached
-    // prepared statement.
-    let of_chat = chat_members::table.filter(chat_members::chat_id.eq(chat_id));
+    // prepared statement. The membership test is an uncorrelated EXISTS,
+    // one primary-key probe in the same statement.
+    let of_chat = chat_members::table
+        .filter(chat_members::chat_id.eq(chat_id))
+        .filter(viewer_is_member(chat_id, viewer));
     let limit = i64::from(limit) + 1;
     match after {
         Some(after) => {
@@ -70,14 +107,18 @@ pub(crate) async fn members_page(
     }
 }
 
-/// Up to `limit + 1` messages older than `before`, newest first.
+/// Up to `limit + 1` messages older than `before`, newest first; none
+/// unless `viewer` is a member.
 pub(crate) async fn messages_page(
     s: &mut DbSession,
     chat_id: Uuid,
+    viewer: Uuid,
     before: Option<Uuid>,
     limit: u32,
 ) -> QueryResult<Vec<MessageRow>> {
-    let of_chat = messages::table.filter(messages::chat_id.eq(chat_id));
+    let of_chat = messages::table
+        .filter(messages::chat_id.eq(chat_id))
+        .filter(viewer_is_member(chat_id, viewer));
     let limit = i64::from(limit) + 1;
     match before {
         Some(before) => {

@@ -280,12 +280,13 @@ impl PgStore {
         })
     }
 
-    /// Reads a chat with its member count; `NotFound` if absent.
-    pub async fn get_chat(&self, id: ChatId) -> Result<Chat, RepositoryError> {
+    /// Reads a chat with its member count; `NotFound` if absent or if
+    /// `viewer` is not one of its members.
+    pub async fn get_chat(&self, id: ChatId, viewer: UserId) -> Result<Chat, RepositoryError> {
         self.db
             .run(move |s| {
                 async move {
-                    let row = reads::chat(s, id.as_uuid())
+                    let row = reads::chat_seen_by(s, id.as_uuid(), viewer.as_uuid())
                         .await
                         .map_err(query_err)?
                         .ok_or_else(|| Self::not_found(Entity::Chat, id))?;
@@ -304,10 +305,11 @@ impl PgStore {
     }
 
     /// Members ordered by user id, after the cursor; `NotFound` if the chat
-    /// does not exist.
+    /// does not exist or `viewer` is not one of its members.
     pub async fn list_members(
         &self,
         chat_id: ChatId,
+        viewer: UserId,
         page: PageRequest<UserId>,
     ) -> Result<Page<Member, UserId>, RepositoryError> {
         let rows = self
@@ -317,13 +319,13 @@ impl PgStore {
                     let rows = reads::members_page(
                         s,
                         chat_id.as_uuid(),
+                        viewer.as_uuid(),
                         page.cursor.map(|c| c.as_uuid()),
                         page.limit,
                     )
                     .await
                     .map_err(query_err)?;
-                    // Every chat has its creator as a member.
-                    ensure_chat_behind_empty_page(s, chat_id, rows.is_empty()).await?;
+                    ensure_member_behind_empty_page(s, chat_id, viewer, rows.is_empty()).await?;
                     Ok::<_, RepositoryError>(rows)
                 }
                 .boxed()
@@ -334,17 +336,18 @@ impl PgStore {
     }
 }
 
-/// A list of a chat's rows came back empty: a chat always has a member
-/// and a message, so an empty first page means there is no such chat (a
-/// later page may be empty legitimately, and the check then finds it). A
-/// non-empty page costs nothing.
-async fn ensure_chat_behind_empty_page(
+/// A list of a chat's rows, read only where the viewer is a member, came
+/// back empty: either the viewer is no member (or there is no chat), which
+/// answers `NotFound`, or a later page is empty legitimately. A non-empty
+/// page proves membership and costs nothing more.
+async fn ensure_member_behind_empty_page(
     s: &mut DbSession,
     chat_id: ChatId,
+    viewer: UserId,
     empty: bool,
 ) -> Result<(), RepositoryError> {
     if empty
-        && !reads::chat_exists(s, chat_id.as_uuid())
+        && !reads::is_member(s, chat_id.as_uuid(), viewer.as_uuid())
             .await
             .map_err(query_err)?
     {
@@ -360,7 +363,7 @@ async fn send_message_work(
     insert: InsertTalkIfMember,
     plan: &PublishPlan,
 ) -> Result<(), RepositoryError> {
-    let (chat_id, sender_id) = (ChatId::from_uuid(insert.chat_id), insert.sender_id);
+    let chat_id = ChatId::from_uuid(insert.chat_id);
     let inserted = if !plan.needs_transaction() {
         // One statement: no transaction needed.
         s.execute(insert).await.map_err(query_err)?
@@ -376,25 +379,17 @@ async fn send_message_work(
         .map_err(tx_err)?
     };
     if inserted == 0 {
-        let chat_exists = reads::chat_exists(s, chat_id.as_uuid())
-            .await
-            .map_err(query_err)?;
-        return Err(if chat_exists {
-            RepositoryError::NotAMember {
-                chat_id,
-                user_id: UserId::from_uuid(sender_id),
-            }
-        } else {
-            PgStore::not_found(Entity::Chat, chat_id)
-        });
+        // No such chat, or the sender is no member of it: the same answer,
+        // so a chat's existence cannot be probed, and no second statement.
+        return Err(PgStore::not_found(Entity::Chat, chat_id));
     }
     Ok(())
 }
 
 impl PgStore {
     /// Writes a talk message with its `message.sent` event published by
-    /// `mode`. `NotFound` if the chat does not exist, `NotAMember` if the
-    /// sender is not one of its members.
+    /// `mode`. `NotFound` if the chat does not exist or the sender is not
+    /// one of its members (one answer for both).
     #[instrument(skip_all, fields(chat_id = %command.chat_id, publish_mode = mode.as_str()))]
     pub async fn send_message(
         &self,
@@ -431,10 +426,11 @@ impl PgStore {
     }
 
     /// Messages newest first, strictly older than the cursor; `NotFound` if
-    /// the chat does not exist.
+    /// the chat does not exist or `viewer` is not one of its members.
     pub async fn list_messages(
         &self,
         chat_id: ChatId,
+        viewer: UserId,
         page: PageRequest<MessageId>,
     ) -> Result<Page<Message, MessageId>, RepositoryError> {
         let rows = self
@@ -444,13 +440,13 @@ impl PgStore {
                     let rows = reads::messages_page(
                         s,
                         chat_id.as_uuid(),
+                        viewer.as_uuid(),
                         page.cursor.map(|c| c.as_uuid()),
                         page.limit,
                     )
                     .await
                     .map_err(query_err)?;
-                    // Every chat has its "room created" message.
-                    ensure_chat_behind_empty_page(s, chat_id, rows.is_empty()).await?;
+                    ensure_member_behind_empty_page(s, chat_id, viewer, rows.is_empty()).await?;
                     Ok::<_, RepositoryError>(rows)
                 }
                 .boxed()

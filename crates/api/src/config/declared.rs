@@ -9,6 +9,7 @@
 //! here and read it in [`super::Settings`]'s conversion.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 
 use clap::builder::RangedU64ValueParser;
 use clap::{ArgAction, Args};
@@ -16,7 +17,7 @@ use clap::{ArgAction, Args};
 use chatlab_domain::{InsertStrategy, PublishMode};
 use chatlab_persistence::{Driver, Pooling, Recycle};
 
-use super::LogFormat;
+use super::{JwtAlgorithm, LogFormat};
 
 /// The server's settings as flags and env vars (a flag wins over its
 /// variable). Global, so they may follow any subcommand.
@@ -194,6 +195,54 @@ pub struct DeclaredSettings {
     )]
     pub http_addr: SocketAddr,
 
+    /// Operator listener: `/metrics`, `GET /audit`, `POST /v1/users/bulk` (and the health
+    /// probes) answer here and not on `HTTP_ADDR`; keep it on loopback or a private network
+    /// (port 0 picks a free port)
+    #[arg(
+        long,
+        global = true,
+        env = "OPS_ADDR",
+        default_value = "127.0.0.1:9464",
+        help_heading = "HTTP"
+    )]
+    pub ops_addr: SocketAddr,
+
+    /// A request body must arrive within this long of its headers (408 beyond); a client that
+    /// trickles it holds no database connection meanwhile
+    #[arg(
+        long,
+        global = true,
+        env = "HTTP_BODY_TIMEOUT_MS",
+        default_value = "10000",
+        value_parser = clap::value_parser!(u64).range(1..),
+        help_heading = "HTTP"
+    )]
+    pub http_body_timeout_ms: u64,
+
+    /// Request headers must arrive within this long of the connection's first byte (408
+    /// beyond; actix's `client_request_timeout`)
+    #[arg(
+        long,
+        global = true,
+        env = "HTTP_HEADER_TIMEOUT_MS",
+        default_value = "5000",
+        value_parser = clap::value_parser!(u64).range(1..),
+        help_heading = "HTTP"
+    )]
+    pub http_header_timeout_ms: u64,
+
+    /// Most open connections per worker; beyond it new connections wait in the kernel's
+    /// backlog
+    #[arg(
+        long,
+        global = true,
+        env = "HTTP_MAX_CONNECTIONS_PER_WORKER",
+        default_value = "2048",
+        value_parser = RangedU64ValueParser::<usize>::new().range(1..),
+        help_heading = "HTTP"
+    )]
+    pub http_max_connections_per_worker: usize,
+
     /// Actix worker threads [default: cores]
     #[arg(
         long,
@@ -233,6 +282,80 @@ pub struct DeclaredSettings {
         help_heading = "HTTP"
     )]
     pub http_shutdown_timeout_secs: u64,
+
+    /// HS256 secret of bearer tokens, at least 32 bytes; unset (and no key file) makes a
+    /// random one at startup, so tokens die with the process
+    #[arg(
+        long,
+        global = true,
+        env = "CHATLAB_JWT_SECRET",
+        hide_env_values = true,
+        help_heading = "Auth"
+    )]
+    pub chatlab_jwt_secret: Option<String>,
+
+    /// `HS256` (shared secret), `EdDSA` or `RS256` (public key file); the only algorithm
+    /// accepted
+    #[arg(
+        long,
+        global = true,
+        env = "CHATLAB_JWT_ALGORITHM",
+        default_value = "HS256",
+        help_heading = "Auth"
+    )]
+    pub chatlab_jwt_algorithm: JwtAlgorithm,
+
+    /// EdDSA/RS256: PEM public key that verifies tokens (your identity provider's)
+    #[arg(
+        long,
+        global = true,
+        env = "CHATLAB_JWT_PUBLIC_KEY_FILE",
+        help_heading = "Auth"
+    )]
+    pub chatlab_jwt_public_key_file: Option<PathBuf>,
+
+    /// EdDSA/RS256: PEM private key, so that chatlab issues tokens too (`POST /v1/users`,
+    /// `POST /v1/tokens`); without it chatlab only verifies
+    #[arg(
+        long,
+        global = true,
+        env = "CHATLAB_JWT_PRIVATE_KEY_FILE",
+        help_heading = "Auth"
+    )]
+    pub chatlab_jwt_private_key_file: Option<PathBuf>,
+
+    /// `iss` that tokens must carry, and that issued tokens carry
+    #[arg(
+        long,
+        global = true,
+        env = "CHATLAB_JWT_ISSUER",
+        default_value = "chatlab",
+        help_heading = "Auth"
+    )]
+    pub chatlab_jwt_issuer: String,
+
+    /// Lifetime of the tokens chatlab issues
+    #[arg(
+        long,
+        global = true,
+        env = "CHATLAB_TOKEN_TTL_SECS",
+        default_value = "3600",
+        value_parser = clap::value_parser!(u64).range(1..),
+        help_heading = "Auth"
+    )]
+    pub chatlab_token_ttl_secs: u64,
+
+    /// Development only: `POST /v1/tokens` issues a token for any existing user id, no
+    /// questions asked
+    #[arg(
+        long,
+        global = true,
+        env = "CHATLAB_DEV_TOKENS",
+        default_value = "false",
+        action = ArgAction::Set,
+        help_heading = "Auth"
+    )]
+    pub chatlab_dev_tokens: bool,
 
     /// `per_row`, `batch`, `unnest`, `single` or `pipeline`
     #[arg(

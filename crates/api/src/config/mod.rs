@@ -16,6 +16,7 @@ mod typos;
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -79,11 +80,62 @@ impl FromStr for LogFormat {
     }
 }
 
+/// The one JWT algorithm the server accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JwtAlgorithm {
+    /// HMAC-SHA256 with `CHATLAB_JWT_SECRET`.
+    Hs256,
+    /// Ed25519 with `CHATLAB_JWT_PUBLIC_KEY_FILE`.
+    EdDsa,
+    /// RSA-SHA256 with `CHATLAB_JWT_PUBLIC_KEY_FILE`.
+    Rs256,
+}
+
+impl FromStr for JwtAlgorithm {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_uppercase().as_str() {
+            "HS256" => Ok(Self::Hs256),
+            "EDDSA" => Ok(Self::EdDsa),
+            "RS256" => Ok(Self::Rs256),
+            other => Err(format!("expected HS256, EdDSA or RS256, got {other:?}")),
+        }
+    }
+}
+
+/// Bearer tokens: where the keys come from, and what tokens must say.
+#[derive(Debug, Clone)]
+pub struct AuthSettings {
+    /// The accepted algorithm.
+    pub algorithm: JwtAlgorithm,
+    /// HS256's shared secret; `None` generates one at startup.
+    pub secret: Option<secrecy::SecretString>,
+    /// EdDSA/RS256: the verifying key's PEM file.
+    pub public_key_file: Option<PathBuf>,
+    /// EdDSA/RS256: the signing key's PEM file, to issue tokens.
+    pub private_key_file: Option<PathBuf>,
+    /// The `iss` tokens carry.
+    pub issuer: String,
+    /// Lifetime of issued tokens.
+    pub token_ttl: Duration,
+    /// `POST /v1/tokens` issues tokens for any user (development only).
+    pub dev_tokens: bool,
+}
+
 /// HTTP server settings.
 #[derive(Debug, Clone)]
 pub struct HttpSettings {
     /// Listen address.
     pub addr: SocketAddr,
+    /// The operator listener's address (`/metrics`, `/audit`, bulk seeding).
+    pub ops_addr: SocketAddr,
+    /// Longest wait for a request's body once its headers arrived.
+    pub body_timeout: Duration,
+    /// Longest wait for a request's headers.
+    pub header_timeout: Duration,
+    /// Most open connections per worker.
+    pub max_connections_per_worker: usize,
     /// Worker threads.
     pub workers: usize,
     /// Largest JSON body, in bytes.
@@ -111,6 +163,8 @@ pub struct WriteSettings {
 pub struct Settings {
     /// HTTP server.
     pub http: HttpSettings,
+    /// Bearer tokens.
+    pub auth: AuthSettings,
     /// Database and pool.
     pub db: DbConfig,
     /// Apply migrations at startup.
@@ -167,10 +221,26 @@ impl Settings {
         let settings = Self {
             http: HttpSettings {
                 addr: d.http_addr,
+                ops_addr: d.ops_addr,
+                body_timeout: Duration::from_millis(d.http_body_timeout_ms),
+                header_timeout: Duration::from_millis(d.http_header_timeout_ms),
+                max_connections_per_worker: d.http_max_connections_per_worker,
                 workers: d.http_workers.unwrap_or(cores).max(1),
                 json_limit_bytes: d.http_json_limit_bytes,
                 import_limit_bytes: d.http_import_limit_bytes,
                 shutdown_timeout: Duration::from_secs(d.http_shutdown_timeout_secs),
+            },
+            auth: AuthSettings {
+                algorithm: d.chatlab_jwt_algorithm,
+                secret: d
+                    .chatlab_jwt_secret
+                    .filter(|s| !s.is_empty())
+                    .map(secrecy::SecretString::from),
+                public_key_file: d.chatlab_jwt_public_key_file,
+                private_key_file: d.chatlab_jwt_private_key_file,
+                issuer: d.chatlab_jwt_issuer,
+                token_ttl: Duration::from_secs(d.chatlab_token_ttl_secs),
+                dev_tokens: d.chatlab_dev_tokens,
             },
             db,
             run_migrations: d.db_run_migrations,
@@ -204,7 +274,61 @@ impl Settings {
             log_filter: d.rust_log,
         };
         settings.check_broker_wait_fits_in_a_transaction()?;
+        settings.check_keys_match_the_algorithm()?;
         Ok(settings)
+    }
+
+    /// HS256 takes a secret and no key file; EdDSA and RS256 take a public
+    /// key file and no secret. A setting that would be silently ignored
+    /// stops startup instead.
+    fn check_keys_match_the_algorithm(&self) -> Result<(), ConfigError> {
+        let a = &self.auth;
+        let invalid = |var: &str, value: String, reason: &str| ConfigError::Invalid {
+            var: var.to_owned(),
+            value,
+            reason: reason.to_owned(),
+        };
+        let file = |f: &Option<PathBuf>| f.as_ref().map(|p| p.display().to_string());
+        match a.algorithm {
+            JwtAlgorithm::Hs256 => {
+                if let Some(f) = file(&a.public_key_file).or(file(&a.private_key_file)) {
+                    return Err(invalid(
+                        "CHATLAB_JWT_PUBLIC_KEY_FILE",
+                        f,
+                        "key files are for EdDSA or RS256; set CHATLAB_JWT_ALGORITHM, or use \
+                         CHATLAB_JWT_SECRET for HS256",
+                    ));
+                }
+                if let Some(secret) = &a.secret {
+                    let len = secrecy::ExposeSecret::expose_secret(secret).len();
+                    if len < chatlab_auth::MIN_SECRET_BYTES {
+                        return Err(invalid(
+                            "CHATLAB_JWT_SECRET",
+                            format!("<{len} bytes, not shown>"),
+                            "HS256 needs at least 32 bytes (e.g. `openssl rand -hex 32`)",
+                        ));
+                    }
+                }
+            }
+            JwtAlgorithm::EdDsa | JwtAlgorithm::Rs256 => {
+                if a.secret.is_some() {
+                    return Err(invalid(
+                        "CHATLAB_JWT_SECRET",
+                        "<not shown>".to_owned(),
+                        "a shared secret is for HS256; EdDSA and RS256 verify with \
+                         CHATLAB_JWT_PUBLIC_KEY_FILE",
+                    ));
+                }
+                if a.public_key_file.is_none() {
+                    return Err(invalid(
+                        "CHATLAB_JWT_PUBLIC_KEY_FILE",
+                        String::new(),
+                        "EdDSA and RS256 need the PEM public key that verifies tokens",
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The outbox relay, and in_tx_await requests, wait for the broker's

@@ -9,14 +9,14 @@ use chatlab_domain::{Chat, ChatCreated, Member, Page, UserId};
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateChatRequest {
-    /// Room name, 1 to 200 characters (trimmed).
-    #[schema(example = "general")]
+    /// Room name, 1 to 200 characters (trimmed), no control character.
+    #[schema(example = "general", min_length = 1, max_length = 200)]
     pub name: String,
-    /// The creator; always made a member.
-    pub creator_id: Uuid,
-    /// Other members. Repeated ids and the creator's own id collapse into one
-    /// membership each.
+    /// Other members. The creator, the token's subject, is always made a
+    /// member (and owns the chat); repeated ids and the creator's own id
+    /// collapse into one membership each.
     #[serde(default)]
+    #[schema(max_items = 10000)]
     pub member_ids: Vec<Uuid>,
 }
 
@@ -82,6 +82,7 @@ pub struct MembersQuery {
     /// Cursor: the `next_cursor` of the previous page (members are ordered by user id).
     pub after: Option<Uuid>,
     /// Page size, 1 to 100 (default 50).
+    #[param(minimum = 1, maximum = 100)]
     pub limit: Option<u32>,
 }
 

@@ -8,14 +8,16 @@ use chatlab_domain::{ChunkRange, ImportReport};
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ImportMembersRequest {
-    /// Users to add, each once; up to `CHAT_IMPORT_MAX_ROWS`.
+    /// Users to add, each once; up to `CHAT_IMPORT_MAX_ROWS` (default
+    /// 100,000).
+    #[schema(min_items = 1, max_items = 100000)]
     pub user_ids: Vec<Uuid>,
-    /// Rows per transaction (default 1,000).
-    #[schema(example = 1000)]
+    /// Rows per transaction (default 1,000; at most `CHAT_IMPORT_MAX_ROWS`).
+    #[schema(example = 1000, minimum = 1, maximum = 100000)]
     pub chunk_size: Option<usize>,
     /// Chunks in flight at once, each on its own connection (1 to 16,
     /// default 1).
-    #[schema(example = 4)]
+    #[schema(example = 4, minimum = 1, maximum = 16)]
     pub parallelism: Option<usize>,
 }
 
@@ -25,7 +27,9 @@ pub struct ImportMembersRequest {
 pub struct ImportedMessageRequest {
     /// The author; must be a member.
     pub sender_id: Uuid,
-    /// The text, 1 to 4,000 characters.
+    /// The text, 1 to 4,000 characters; no control character but tab and
+    /// line breaks.
+    #[schema(min_length = 1, max_length = 4000)]
     pub body: String,
 }
 
@@ -33,14 +37,16 @@ pub struct ImportedMessageRequest {
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ImportMessagesRequest {
-    /// The messages, in order; up to `CHAT_IMPORT_MAX_ROWS`.
+    /// The messages, in order; up to `CHAT_IMPORT_MAX_ROWS` (default
+    /// 100,000).
+    #[schema(min_items = 1, max_items = 100000)]
     pub messages: Vec<ImportedMessageRequest>,
-    /// Rows per transaction (default 1,000).
-    #[schema(example = 1000)]
+    /// Rows per transaction (default 1,000; at most `CHAT_IMPORT_MAX_ROWS`).
+    #[schema(example = 1000, minimum = 1, maximum = 100000)]
     pub chunk_size: Option<usize>,
     /// Chunks in flight at once, each on its own connection (1 to 16,
     /// default 1).
-    #[schema(example = 4)]
+    #[schema(example = 4, minimum = 1, maximum = 16)]
     pub parallelism: Option<usize>,
 }
 

@@ -5,14 +5,14 @@ use uuid::Uuid;
 
 use chatlab_domain::{Message, MessageId, Page};
 
-/// `POST /v1/chats/{id}/messages`.
+/// `POST /v1/chats/{id}/messages`. The sender is the token's subject, and
+/// must be a member of the chat.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SendMessageRequest {
-    /// The author; must be a member of the chat.
-    pub sender_id: Uuid,
-    /// The text, 1 to 4,000 characters.
-    #[schema(example = "hello")]
+    /// The text, 1 to 4,000 characters; no control character but tab and
+    /// line breaks.
+    #[schema(example = "hello", min_length = 1, max_length = 4000)]
     pub body: String,
 }
 
@@ -56,6 +56,7 @@ pub struct MessagesQuery {
     /// page's `next_cursor`).
     pub before: Option<Uuid>,
     /// Page size, 1 to 100 (default 50).
+    #[param(minimum = 1, maximum = 100)]
     pub limit: Option<u32>,
 }
 

@@ -15,7 +15,10 @@ pub use import_jobs::{
     ImportedMessageRequest,
 };
 pub use messages::{MessageResponse, MessagesPage, MessagesQuery, SendMessageRequest};
-pub use users::{BulkUsersRequest, BulkUsersResponse, CreateUserRequest, UserResponse};
+pub use users::{
+    BulkUsersRequest, BulkUsersResponse, CreateUserRequest, CreatedUserResponse, TokenRequest,
+    TokenResponse, UserResponse,
+};
 
 /// Service status, for `/healthz` and `/readyz`.
 #[derive(Debug, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]

@@ -9,8 +9,8 @@ use chatlab_domain::User;
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateUserRequest {
-    /// Display name, 1 to 100 characters (trimmed).
-    #[schema(example = "ada")]
+    /// Display name, 1 to 100 characters (trimmed), no control character.
+    #[schema(example = "ada", min_length = 1, max_length = 100)]
     pub name: String,
 }
 
@@ -33,6 +33,45 @@ impl From<User> for UserResponse {
             created_at: u.created_at,
         }
     }
+}
+
+/// `POST /v1/users`'s answer: the user and, when the server holds a
+/// signing key, a bearer token for them.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CreatedUserResponse {
+    /// The user's id (UUIDv7).
+    pub id: Uuid,
+    /// Display name.
+    pub name: String,
+    /// Creation time.
+    pub created_at: DateTime<Utc>,
+    /// A bearer token acting as this user; absent when the server only
+    /// verifies tokens (EdDSA or RS256 without a private key).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    /// When `token` expires.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_expires_at: Option<DateTime<Utc>>,
+}
+
+/// `POST /v1/tokens` (development mode only).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TokenRequest {
+    /// An existing user's id.
+    pub user_id: Uuid,
+}
+
+/// A bearer token.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct TokenResponse {
+    /// The JWT, for `Authorization: Bearer <token>`.
+    pub token: String,
+    /// Always `Bearer`.
+    #[schema(example = "Bearer")]
+    pub token_type: String,
+    /// When it expires.
+    pub expires_at: DateTime<Utc>,
 }
 
 /// `POST /v1/users/bulk`: either `names`, or `count` users named

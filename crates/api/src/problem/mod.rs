@@ -19,6 +19,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use chatlab_auth::TokenRejection;
 use chatlab_domain::{RepositoryError, UnavailableReason, ValidationErrors};
 
 use crate::dto::ChunkResponse;
@@ -97,6 +98,18 @@ pub enum ApiError {
     NotFound(String),
     /// No route matches the path.
     NoRoute(String),
+    /// The path exists, but not with this method; `Allow` lists those it
+    /// takes.
+    MethodNotAllowed {
+        /// The methods the path takes.
+        allow: Vec<&'static str>,
+    },
+    /// The body did not arrive within `HTTP_BODY_TIMEOUT_MS`.
+    RequestTimeout(String),
+    /// No valid bearer token.
+    Unauthorized(TokenRejection),
+    /// The caller is a member but only the owner may do this.
+    NotTheOwner(String),
     /// The caller may not do this (not a member of the chat).
     Forbidden(String),
     /// The write collides with existing data.
@@ -132,6 +145,10 @@ impl ApiError {
             Self::UnknownUsers(_) => ("unknown-users", "Unknown users"),
             Self::NotFound(_) => ("not-found", "Resource not found"),
             Self::NoRoute(_) => ("no-route", "No such endpoint"),
+            Self::MethodNotAllowed { .. } => ("method-not-allowed", "Method not allowed"),
+            Self::RequestTimeout(_) => ("request-timeout", "The request body came too slowly"),
+            Self::Unauthorized(_) => ("unauthorized", "Authentication required"),
+            Self::NotTheOwner(_) => ("not-the-owner", "Only the chat's owner may do this"),
             Self::Forbidden(_) => ("not-a-member", "Not a member of the chat"),
             Self::Conflict(_) => ("conflict", "Conflict"),
             Self::Unavailable { .. } => ("unavailable", "Service temporarily unavailable"),
@@ -150,9 +167,15 @@ impl ApiError {
             | Self::PayloadTooLarge(d)
             | Self::NotFound(d)
             | Self::NoRoute(d)
+            | Self::RequestTimeout(d)
+            | Self::NotTheOwner(d)
             | Self::Forbidden(d)
             | Self::Conflict(d) => d.clone(),
             Self::Validation(errors) => errors.to_string(),
+            Self::MethodNotAllowed { allow } => {
+                format!("this path takes {}", allow.join(", "))
+            }
+            Self::Unauthorized(why) => why.to_string(),
             Self::UnknownUsers(ids) => format!(
                 "{} user id(s) do not exist: {}; nothing was written",
                 ids.len(),
@@ -231,6 +254,17 @@ impl ApiError {
     }
 }
 
+/// `WWW-Authenticate` for a refused token (RFC 6750 §3): the scheme and
+/// realm, and the error code and its description when credentials came.
+fn www_authenticate(why: TokenRejection) -> String {
+    match why.error_code() {
+        None => r#"Bearer realm="chatlab""#.to_owned(),
+        Some(code) => {
+            format!(r#"Bearer realm="chatlab", error="{code}", error_description="{why}""#)
+        }
+    }
+}
+
 /// Rows in these chunks.
 fn rows_in(chunks: &[ChunkResponse]) -> usize {
     chunks.iter().map(|c| c.rows).sum()
@@ -266,7 +300,10 @@ impl ResponseError for ApiError {
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Validation(_) | Self::UnknownUsers(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::NotFound(_) | Self::NoRoute(_) => StatusCode::NOT_FOUND,
-            Self::Forbidden(_) => StatusCode::FORBIDDEN,
+            Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            Self::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
+            Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            Self::Forbidden(_) | Self::NotTheOwner(_) => StatusCode::FORBIDDEN,
             Self::Conflict(_) => StatusCode::CONFLICT,
             Self::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -281,8 +318,21 @@ impl ResponseError for ApiError {
         }
         let mut response = HttpResponse::build(status);
         response.insert_header((header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON)));
-        if status == StatusCode::SERVICE_UNAVAILABLE {
-            response.insert_header((header::RETRY_AFTER, RETRY_AFTER_SECS.to_string()));
+        match self {
+            Self::Unavailable { .. } => {
+                response.insert_header((header::RETRY_AFTER, RETRY_AFTER_SECS.to_string()));
+            }
+            Self::Unauthorized(why) => {
+                response.insert_header((header::WWW_AUTHENTICATE, www_authenticate(*why)));
+            }
+            Self::MethodNotAllowed { allow } => {
+                response.insert_header((header::ALLOW, allow.join(", ")));
+            }
+            Self::RequestTimeout(_) => {
+                // The rest of the body may still be on its way.
+                response.insert_header((header::CONNECTION, "close"));
+            }
+            _ => {}
         }
         let body = serde_json::to_vec(&self.problem()).unwrap_or_else(|_| b"{}".to_vec());
         response.body(body)
@@ -305,6 +355,7 @@ impl From<RepositoryError> for ApiError {
                 Self::UnknownUsers(ids.into_iter().map(Into::into).collect())
             }
             e @ RepositoryError::NotAMember { .. } => Self::Forbidden(e.to_string()),
+            e @ RepositoryError::NotTheOwner { .. } => Self::NotTheOwner(e.to_string()),
             RepositoryError::Conflict(what) => Self::Conflict(what),
             RepositoryError::Unavailable { reason, source } => Self::Unavailable { reason, source },
             RepositoryError::Internal(source) => Self::Internal(source),

@@ -6,6 +6,7 @@ use actix_web::error::{JsonPayloadError, PathError, QueryPayloadError};
 use actix_web::{HttpRequest, HttpResponse, web};
 
 use super::ApiError;
+use crate::http_limits::{BODY_TIMEOUT_MESSAGE, KnownPaths, is_body_timeout, method_label};
 
 /// The JSON body reader of every endpoint but the import jobs, bounded by
 /// `HTTP_JSON_LIMIT_BYTES`.
@@ -28,6 +29,9 @@ pub(crate) fn json_error(err: &JsonPayloadError, limit_var: &str) -> ApiError {
         JsonPayloadError::Overflow { limit } => ApiError::PayloadTooLarge(format!(
             "the body is larger than the limit of {limit} bytes ({limit_var})"
         )),
+        JsonPayloadError::Payload(e) if is_body_timeout(e) => ApiError::RequestTimeout(format!(
+            "{BODY_TIMEOUT_MESSAGE}: send the whole body within HTTP_BODY_TIMEOUT_MS of the headers"
+        )),
         other => ApiError::BadRequest(format!("malformed JSON body: {other}")),
     }
 }
@@ -46,11 +50,20 @@ pub(crate) fn query_config() -> web::QueryConfig {
     })
 }
 
-/// A path with no endpoint answers 404 problem+json.
+/// A path with no endpoint answers 404 problem+json; a known path asked
+/// with a method it does not take answers 405 with `Allow`.
 pub(crate) async fn no_route(req: HttpRequest) -> Result<HttpResponse, ApiError> {
+    if let Some(allow) = req
+        .app_data::<web::Data<KnownPaths>>()
+        .and_then(|known| known.allowed(req.path()))
+    {
+        return Err(ApiError::MethodNotAllowed {
+            allow: allow.to_vec(),
+        });
+    }
     Err(ApiError::NoRoute(format!(
         "no endpoint {} {}",
-        req.method(),
+        method_label(req.method()),
         req.path()
     )))
 }

@@ -2,12 +2,14 @@ use actix_web::{HttpResponse, get, post, web};
 
 use chatlab_domain::{ChatId, CreateChat, NewChat, PageRequest, UserId};
 
+use crate::auth::Caller;
 use crate::dto::{ChatCreatedResponse, ChatResponse, CreateChatRequest, MembersPage, MembersQuery};
 use crate::overrides::{ChosenPublishMode, ChosenStrategy};
 use crate::problem::{ApiError, Problem};
 use crate::state::AppState;
 
-/// createChat: the chat, its members and a "room created" system message,
+/// createChat: the chat, its members (the caller, who owns it, and those
+/// named) and a "room created" system message,
 /// in one transaction, and a `chat.created` event. The member rows are
 /// written by the server's insert strategy and the event published by its
 /// publish mode, or by those named in `X-Chatlab-Insert-Strategy` and
@@ -29,12 +31,14 @@ use crate::state::AppState;
                 ("x-chatlab-publish-mode" = String, description = "The publish mode used"),
             )),
         (status = 400, description = "Malformed JSON or override header", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid bearer token", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid fields, too many members, or unknown users (listed)", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable, pool exhausted, or (in_tx_await) the broker did not acknowledge; nothing written", body = Problem, content_type = "application/problem+json"),
     )
 )]
 #[post("/chats")]
 pub async fn create_chat(
+    caller: Caller,
     state: web::Data<AppState>,
     strategy: ChosenStrategy,
     mode: ChosenPublishMode,
@@ -44,7 +48,7 @@ pub async fn create_chat(
     let command = CreateChat::validate(
         NewChat {
             name: body.name,
-            creator_id: UserId::from_uuid(body.creator_id),
+            creator_id: caller.0,
             member_ids: body.member_ids.into_iter().map(UserId::from_uuid).collect(),
         },
         &state.limits,
@@ -57,38 +61,45 @@ pub async fn create_chat(
         .json(ChatCreatedResponse::from(created)))
 }
 
-/// Reads a chat with its member count.
+/// Reads a chat with its member count; members only.
 #[utoipa::path(
     tag = "chats",
     params(("id" = uuid::Uuid, Path, description = "Chat id")),
     responses(
         (status = 200, description = "The chat", body = ChatResponse),
         (status = 400, description = "Malformed id", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such chat", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid bearer token", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such chat, or the caller is not a member (the same answer)", body = Problem, content_type = "application/problem+json"),
     )
 )]
 #[get("/chats/{id}")]
 pub async fn get_chat(
+    caller: Caller,
     state: web::Data<AppState>,
     id: web::Path<uuid::Uuid>,
 ) -> Result<HttpResponse, ApiError> {
-    let chat = state.store.get_chat(ChatId::from_uuid(*id)).await?;
+    let chat = state
+        .store
+        .get_chat(ChatId::from_uuid(*id), caller.0)
+        .await?;
     Ok(HttpResponse::Ok().json(ChatResponse::from(chat)))
 }
 
-/// Lists a chat's members by user id, a page at a time.
+/// Lists a chat's members by user id, a page at a time; members only.
 #[utoipa::path(
     tag = "chats",
     params(("id" = uuid::Uuid, Path, description = "Chat id"), MembersQuery),
     responses(
         (status = 200, description = "A page of members", body = MembersPage),
         (status = 400, description = "Malformed id or query", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such chat", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid bearer token", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such chat, or the caller is not a member (the same answer)", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Limit out of range", body = Problem, content_type = "application/problem+json"),
     )
 )]
 #[get("/chats/{id}/members")]
 pub async fn list_members(
+    caller: Caller,
     state: web::Data<AppState>,
     id: web::Path<uuid::Uuid>,
     query: web::Query<MembersQuery>,
@@ -96,7 +107,7 @@ pub async fn list_members(
     let page = PageRequest::new(query.after.map(UserId::from_uuid), query.limit)?;
     let members = state
         .store
-        .list_members(ChatId::from_uuid(*id), page)
+        .list_members(ChatId::from_uuid(*id), caller.0, page)
         .await?;
     Ok(HttpResponse::Ok().json(MembersPage::from(members)))
 }

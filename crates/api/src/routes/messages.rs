@@ -1,14 +1,15 @@
 use actix_web::{HttpResponse, get, post, web};
 
-use chatlab_domain::{ChatId, MessageId, NewMessage, PageRequest, SendMessage, UserId};
+use chatlab_domain::{ChatId, MessageId, NewMessage, PageRequest, SendMessage};
 
+use crate::auth::Caller;
 use crate::dto::{MessageResponse, MessagesPage, MessagesQuery, SendMessageRequest};
 use crate::overrides::{ChosenPublishMode, ChosenStrategy};
 use crate::problem::{ApiError, Problem};
 use crate::state::AppState;
 
-/// Posts a message and its `message.sent` event (by the publish mode). The
-/// membership check and the insert are one statement.
+/// Posts a message as the caller, with its `message.sent` event (by the
+/// publish mode). The membership check and the insert are one statement.
 #[utoipa::path(
     tag = "messages",
     request_body = SendMessageRequest,
@@ -24,14 +25,15 @@ use crate::state::AppState;
                 ("x-chatlab-publish-mode" = String, description = "The publish mode used"),
             )),
         (status = 400, description = "Malformed JSON or id", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "The sender is not a member", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such chat", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid bearer token", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such chat, or the caller is not a member (the same answer)", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid body", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable, or (in_tx_await) the broker did not acknowledge; nothing written", body = Problem, content_type = "application/problem+json"),
     )
 )]
 #[post("/chats/{id}/messages")]
 pub async fn send_message(
+    caller: Caller,
     state: web::Data<AppState>,
     strategy: ChosenStrategy,
     mode: ChosenPublishMode,
@@ -41,7 +43,7 @@ pub async fn send_message(
     let body = body.into_inner();
     let command = SendMessage::validate(NewMessage {
         chat_id: ChatId::from_uuid(*id),
-        sender_id: UserId::from_uuid(body.sender_id),
+        sender_id: caller.0,
         body: body.body,
     })?;
     let message = state.store.send_message(command, mode.0).await?;
@@ -51,7 +53,7 @@ pub async fn send_message(
         .json(MessageResponse::from(message)))
 }
 
-/// Lists messages newest first, a page at a time (keyset pagination: every
+/// Lists messages newest first (members only), a page at a time (keyset pagination: every
 /// page costs the same however far back the client reads).
 #[utoipa::path(
     tag = "messages",
@@ -59,12 +61,14 @@ pub async fn send_message(
     responses(
         (status = 200, description = "A page of messages", body = MessagesPage),
         (status = 400, description = "Malformed id or query", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such chat", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid bearer token", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such chat, or the caller is not a member (the same answer)", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Limit out of range", body = Problem, content_type = "application/problem+json"),
     )
 )]
 #[get("/chats/{id}/messages")]
 pub async fn list_messages(
+    caller: Caller,
     state: web::Data<AppState>,
     id: web::Path<uuid::Uuid>,
     query: web::Query<MessagesQuery>,
@@ -72,7 +76,7 @@ pub async fn list_messages(
     let page = PageRequest::new(query.before.map(MessageId::from_uuid), query.limit)?;
     let messages = state
         .store
-        .list_messages(ChatId::from_uuid(*id), page)
+        .list_messages(ChatId::from_uuid(*id), caller.0, page)
         .await?;
     Ok(HttpResponse::Ok().json(MessagesPage::from(messages)))
 }

@@ -1,6 +1,8 @@
-//! Route registration. Routes are registered through `utoipa-actix-web`, so
-//! the OpenAPI document is collected from the same registrations as the
-//! router and the two cannot drift.
+//! Route registration. Public routes are registered through
+//! `utoipa-actix-web`, so the OpenAPI document is collected from the same
+//! registrations as the router and the two cannot drift. Operator routes
+//! (metrics, the event audit, bulk seeding) are served on their own
+//! listener (`OPS_ADDR`) and are not part of the public API's document.
 
 mod audit;
 mod chats;
@@ -10,16 +12,17 @@ mod messages;
 mod metrics;
 mod users;
 
+use actix_web::web;
 use utoipa_actix_web::scope;
 use utoipa_actix_web::service_config::ServiceConfig;
 
-/// Registers every route.
+/// Registers the public routes.
 pub fn configure(cfg: &mut ServiceConfig) {
     cfg.service(
         scope("/v1")
             .service(users::create_user)
-            .service(users::create_users_bulk)
             .service(users::get_user)
+            .service(users::issue_token)
             .service(chats::create_chat)
             .service(chats::get_chat)
             .service(chats::list_members)
@@ -29,7 +32,16 @@ pub fn configure(cfg: &mut ServiceConfig) {
             .service(import_jobs::import_messages),
     )
     .service(health::healthz)
-    .service(health::readyz)
-    .service(metrics::metrics)
-    .service(audit::audit);
+    .service(health::readyz);
+}
+
+/// Registers the operator routes: `/metrics`, `GET /audit`,
+/// `POST /v1/users/bulk`, and the health probes (so that a scraper needs
+/// only this port).
+pub fn configure_ops(cfg: &mut web::ServiceConfig) {
+    cfg.service(web::scope("/v1").service(users::create_users_bulk))
+        .service(health::healthz)
+        .service(health::readyz)
+        .service(metrics::metrics)
+        .service(audit::audit);
 }

@@ -20,8 +20,9 @@ async fn create_chat_writes_chat_members_and_system_message() {
     assert_eq!(body["name"], "room");
     let chat = body["id"].as_str().unwrap();
 
+    // Any member reads the chat, not only its creator.
     let got: Value = app
-        .get(&format!("/v1/chats/{chat}"))
+        .get_as(users[3], &format!("/v1/chats/{chat}"))
         .await
         .json()
         .await
@@ -32,7 +33,7 @@ async fn create_chat_writes_chat_members_and_system_message() {
     assert_eq!(got["created_at"], body["created_at"]);
 
     let messages: Value = app
-        .get(&format!("/v1/chats/{chat}/messages"))
+        .get_as(users[0], &format!("/v1/chats/{chat}/messages"))
         .await
         .json()
         .await
@@ -130,7 +131,7 @@ async fn with_overrides_each_request_picks_its_strategy_and_the_rows_agree() {
                     chat["id"].as_str().unwrap()
                 ),
             };
-            let page: Value = app.get(&path).await.json().await.unwrap();
+            let page: Value = app.get_as(users[0], &path).await.json().await.unwrap();
             members.extend(
                 page["items"]
                     .as_array()
@@ -176,24 +177,25 @@ async fn concurrent_creates_through_http_all_succeed() {
 async fn unknown_chat_is_404_everywhere() {
     let app = spawn_app().await;
     let chat = Uuid::now_v7();
-    assert_problem(
-        app.get(&format!("/v1/chats/{chat}")).await,
-        404,
-        "not-found",
-    )
-    .await;
-    assert_problem(
-        app.get(&format!("/v1/chats/{chat}/members")).await,
-        404,
-        "not-found",
-    )
-    .await;
-    assert_problem(
-        app.get(&format!("/v1/chats/{chat}/messages")).await,
-        404,
-        "not-found",
-    )
-    .await;
     let user = app.create_user("a").await;
+    assert_problem(
+        app.get_as(user, &format!("/v1/chats/{chat}")).await,
+        404,
+        "not-found",
+    )
+    .await;
+    assert_problem(
+        app.get_as(user, &format!("/v1/chats/{chat}/members")).await,
+        404,
+        "not-found",
+    )
+    .await;
+    assert_problem(
+        app.get_as(user, &format!("/v1/chats/{chat}/messages"))
+            .await,
+        404,
+        "not-found",
+    )
+    .await;
     assert_problem(app.send_message(chat, user, "hi").await, 404, "not-found").await;
 }

@@ -64,7 +64,12 @@ async fn wait_for_records(
                     .collect();
                 // The audit says whose loss it is: an event the broker never
                 // acknowledged, or one it acknowledged and does not serve.
-                let audit: Value = app.get("/audit?settle_ms=0").await.json().await.unwrap();
+                let audit: Value = app
+                    .get_ops("/audit?settle_ms=0")
+                    .await
+                    .json()
+                    .await
+                    .unwrap();
                 panic!(
                     "{topic} holds {} records, expected at least {at_least}; server: {events:?}\n{}",
                     records.len(),
@@ -90,11 +95,13 @@ async fn spawn_on_tansu() -> (TestApp, String, String) {
     (app, brokers, topic)
 }
 
+/// `POST /v1/chats` as `users[0]`, with the others as members.
 pub async fn post_chat(app: &TestApp, name: &str, users: &[Uuid], mode: &str) -> Response {
     app.client
         .post(app.url("/v1/chats"))
+        .header("authorization", app.bearer(users[0]))
         .header("x-chatlab-publish-mode", mode)
-        .json(&json!({ "name": name, "creator_id": users[0], "member_ids": &users[1..] }))
+        .json(&json!({ "name": name, "member_ids": &users[1..] }))
         .send()
         .await
         .unwrap()
@@ -104,8 +111,9 @@ async fn post_message(app: &TestApp, chat: &str, sender: Uuid, body: &str, mode:
     let resp = app
         .client
         .post(app.url(&format!("/v1/chats/{chat}/messages")))
+        .header("authorization", app.bearer(sender))
         .header("x-chatlab-publish-mode", mode)
-        .json(&json!({ "sender_id": sender, "body": body }))
+        .json(&json!({ "body": body }))
         .send()
         .await
         .unwrap();
@@ -123,7 +131,7 @@ async fn post_message(app: &TestApp, chat: &str, sender: Uuid, body: &str, mode:
 pub async fn audit(app: &TestApp) -> Value {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let resp = app.get("/audit?settle_ms=0&events=all").await;
+        let resp = app.get_ops("/audit?settle_ms=0&events=all").await;
         if resp.status() == StatusCode::SERVICE_UNAVAILABLE && Instant::now() < deadline {
             // The broker did not answer the audit's reader in time.
             tokio::time::sleep(Duration::from_millis(500)).await;
@@ -300,9 +308,10 @@ async fn single_and_pipeline_publish_once_in_every_mode() {
             let resp = app
                 .client
                 .post(app.url("/v1/chats"))
+                .header("authorization", app.bearer(users[0]))
                 .header("x-chatlab-insert-strategy", strategy)
                 .header("x-chatlab-publish-mode", mode)
-                .json(&json!({ "name": format!("{strategy} {mode}"), "creator_id": users[0], "member_ids": &users[1..] }))
+                .json(&json!({ "name": format!("{strategy} {mode}"), "member_ids": &users[1..] }))
                 .send()
                 .await
                 .unwrap();

@@ -13,7 +13,8 @@ async fn a_member_import_reports_every_row_written() {
     let users = app.bulk_users(2_501).await;
     let chat = app.create_chat_ok(users[0], &[]).await;
     let resp = app
-        .post_json(
+        .post_json_as(
+            users[0],
             &format!("/v1/chats/{chat}/members/import"),
             &json!({"user_ids": &users[1..], "chunk_size": 1000, "parallelism": 4}),
         )
@@ -24,8 +25,9 @@ async fn a_member_import_reports_every_row_written() {
     assert_eq!(body["rows_written"], 2_500);
     assert_eq!(body["chunks"], 3);
     assert_eq!(body["parallelism"], 4);
+    // An imported member reads the chat.
     let chat: Value = app
-        .get(&format!("/v1/chats/{chat}"))
+        .get_as(users[2_500], &format!("/v1/chats/{chat}"))
         .await
         .json()
         .await
@@ -42,7 +44,8 @@ async fn a_stopped_import_names_the_committed_chunks_and_the_failed_one() {
     let mut ids: Vec<Uuid> = users[1..].to_vec(); // 24 users
     ids.insert(15, ghost); // row 15: chunk 1 of chunks of 10
     let resp = app
-        .post_json(
+        .post_json_as(
+            users[0],
             &format!("/v1/chats/{chat}/members/import"),
             &json!({"user_ids": ids, "chunk_size": 10}),
         )
@@ -60,7 +63,7 @@ async fn a_stopped_import_names_the_committed_chunks_and_the_failed_one() {
         json!({"index": 1, "first_row": 10, "rows": 10})
     );
     let chat: Value = app
-        .get(&format!("/v1/chats/{chat}"))
+        .get_as(users[0], &format!("/v1/chats/{chat}"))
         .await
         .json()
         .await
@@ -77,8 +80,10 @@ async fn a_message_import_writes_them_all_and_a_bad_job_writes_nothing() {
         .map(|i| json!({"sender_id": users[i % 2], "body": format!("m{i}")}))
         .collect();
     let path = format!("/v1/chats/{chat}/messages/import");
+    let owner = users[0];
     let resp = app
-        .post_json(
+        .post_json_as(
+            owner,
             &path,
             &json!({"messages": messages, "chunk_size": 700, "parallelism": 2}),
         )
@@ -93,10 +98,13 @@ async fn a_message_import_writes_them_all_and_a_bad_job_writes_nothing() {
     // Over the row limit, a bad plan, an empty body: 422, nothing written.
     let mut too_many = messages.clone();
     too_many.push(json!({"sender_id": users[0], "body": "one more"}));
-    let resp = app.post_json(&path, &json!({"messages": too_many})).await;
+    let resp = app
+        .post_json_as(owner, &path, &json!({"messages": too_many}))
+        .await;
     assert_problem(resp, 422, "validation").await;
     let resp = app
-        .post_json(
+        .post_json_as(
+            owner,
             &path,
             &json!({"messages": [{"sender_id": users[0], "body": " "}], "parallelism": 0}),
         )
@@ -105,7 +113,8 @@ async fn a_message_import_writes_them_all_and_a_bad_job_writes_nothing() {
     assert_eq!(problem["errors"].as_array().unwrap().len(), 2, "{problem}");
     // A sender outside the chat: 403, nothing written.
     let resp = app
-        .post_json(
+        .post_json_as(
+            owner,
             &path,
             &json!({"messages": [{"sender_id": outsider, "body": "hi"}]}),
         )
@@ -113,16 +122,25 @@ async fn a_message_import_writes_them_all_and_a_bad_job_writes_nothing() {
     assert_problem(resp, 403, "not-a-member").await;
     // No such chat: 404.
     let resp = app
-        .post_json(
+        .post_json_as(
+            owner,
             &format!("/v1/chats/{}/messages/import", Uuid::now_v7()),
             &json!({"messages": [{"sender_id": users[0], "body": "hi"}]}),
         )
         .await;
     assert_problem(resp, 404, "not-found").await;
+    // Imports are the owner's: a member who is not gets 403, and for a
+    // non-member the chat does not exist.
+    let fine = json!({"messages": [{"sender_id": users[1], "body": "hi"}]});
+    let resp = app.post_json_as(users[1], &path, &fine).await;
+    assert_problem(resp, 403, "not-the-owner").await;
+    let resp = app.post_json_as(outsider, &path, &fine).await;
+    assert_problem(resp, 404, "not-found").await;
     // Not JSON: 415; malformed: 400.
     let resp = app
         .client
         .post(app.url(&path))
+        .header("authorization", app.bearer(owner))
         .header("content-type", "text/plain")
         .body("{}")
         .send()
@@ -132,6 +150,7 @@ async fn a_message_import_writes_them_all_and_a_bad_job_writes_nothing() {
     let resp = app
         .client
         .post(app.url(&path))
+        .header("authorization", app.bearer(owner))
         .header("content-type", "application/json")
         .body("{\"messages\": [")
         .send()
@@ -150,7 +169,8 @@ async fn an_import_body_over_the_limit_is_413() {
         .map(|i| json!({"sender_id": users[0], "body": format!("message number {i}")}))
         .collect();
     let resp = app
-        .post_json(
+        .post_json_as(
+            users[0],
             &format!("/v1/chats/{chat}/messages/import"),
             &json!({ "messages": messages }),
         )

@@ -2,10 +2,12 @@
 //! PostgreSQL database of its own per test.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod auth;
 mod broker_faults;
 mod chats;
 mod errors;
 mod events;
+mod exposure;
 mod import_jobs;
 mod messages;
 mod operations;

@@ -24,7 +24,7 @@ async fn members_post_and_read_newest_first_with_a_cursor() {
         assert_eq!(body["kind"], "talk");
     }
     let first: Value = app
-        .get(&format!("/v1/chats/{chat}/messages?limit=4"))
+        .get_as(users[1], &format!("/v1/chats/{chat}/messages?limit=4"))
         .await
         .json()
         .await
@@ -32,9 +32,10 @@ async fn members_post_and_read_newest_first_with_a_cursor() {
     assert_eq!(bodies(&first), ["m4", "m3", "m2", "m1"]);
     let cursor = first["next_cursor"].as_str().unwrap();
     let second: Value = app
-        .get(&format!(
-            "/v1/chats/{chat}/messages?limit=4&before={cursor}"
-        ))
+        .get_as(
+            users[1],
+            &format!("/v1/chats/{chat}/messages?limit=4&before={cursor}"),
+        )
         .await
         .json()
         .await
@@ -43,13 +44,15 @@ async fn members_post_and_read_newest_first_with_a_cursor() {
     assert!(second["next_cursor"].is_null());
 }
 
+/// For a non-member the chat does not exist: the same 404 as for no chat
+/// at all (it was 403 `not-a-member`, which told that the chat exists).
 #[tokio::test]
-async fn a_non_member_gets_403_and_nothing_is_written() {
+async fn a_non_member_gets_404_and_nothing_is_written() {
     let app = spawn_app().await;
     let users = app.bulk_users(2).await;
     let chat = app.create_chat_ok(users[0], &[]).await;
     let resp = app.send_message(chat, users[1], "let me in").await;
-    assert_problem(resp, 403, "not-a-member").await;
+    assert_problem(resp, 404, "not-found").await;
     assert_eq!(app.row_counts().await[3], 1);
 }
 
@@ -85,16 +88,18 @@ async fn page_limits_are_checked() {
     let chat = app.create_chat_ok(user, &[]).await;
     for limit in ["0", "101"] {
         let resp = app
-            .get(&format!("/v1/chats/{chat}/messages?limit={limit}"))
+            .get_as(user, &format!("/v1/chats/{chat}/messages?limit={limit}"))
             .await;
         assert_problem(resp, 422, "validation").await;
     }
     let resp = app
-        .get(&format!("/v1/chats/{chat}/members?limit=100"))
+        .get_as(user, &format!("/v1/chats/{chat}/members?limit=100"))
         .await;
     assert_eq!(resp.status(), StatusCode::OK);
     for query in ["limit=abc", "before=not-a-uuid", "sort=asc"] {
-        let resp = app.get(&format!("/v1/chats/{chat}/messages?{query}")).await;
+        let resp = app
+            .get_as(user, &format!("/v1/chats/{chat}/messages?{query}"))
+            .await;
         assert_problem(resp, 400, "bad-request").await;
     }
 }

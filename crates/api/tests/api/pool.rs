@@ -27,10 +27,12 @@ async fn an_exhausted_pool_answers_503_with_retry_after() {
     let blocked = {
         let client = app.client.clone();
         let url = app.url("/v1/chats");
+        let bearer = app.bearer(user);
         tokio::spawn(async move {
             client
                 .post(url)
-                .json(&serde_json::json!({"name": "r", "creator_id": user}))
+                .header("authorization", bearer)
+                .json(&serde_json::json!({"name": "r"}))
                 .send()
                 .await
                 .unwrap()
@@ -53,7 +55,7 @@ async fn an_exhausted_pool_answers_503_with_retry_after() {
     }
     assert!(held, "the createChat never took the connection");
 
-    let resp = app.get(&format!("/v1/users/{user}")).await;
+    let resp = app.get_as(user, &format!("/v1/users/{user}")).await;
     assert_eq!(resp.headers()["retry-after"], "1");
     assert_problem(resp, 503, "unavailable").await;
     let m = app.metrics().await;
@@ -142,7 +144,9 @@ async fn unpooled_requests_open_a_connection_each_and_answer_503_when_refused() 
     let before = opens(&app.metrics().await);
     for _ in 0..3 {
         assert_eq!(
-            app.get(&format!("/v1/users/{user}")).await.status(),
+            app.get_as(user, &format!("/v1/users/{user}"))
+                .await
+                .status(),
             StatusCode::OK
         );
     }
@@ -175,7 +179,7 @@ async fn unpooled_requests_open_a_connection_each_and_answer_503_when_refused() 
     }
     assert!(held.len() <= 3, "the role's limit did not hold");
 
-    let resp = app.get(&format!("/v1/users/{user}")).await;
+    let resp = app.get_as(user, &format!("/v1/users/{user}")).await;
     assert_eq!(resp.headers()["retry-after"], "1");
     assert_problem(resp, 503, "unavailable").await;
     let resp = app
@@ -189,7 +193,12 @@ async fn unpooled_requests_open_a_connection_each_and_answer_503_when_refused() 
     drop(held);
     let mut served = false;
     for _ in 0..50 {
-        if app.get(&format!("/v1/users/{user}")).await.status() == StatusCode::OK {
+        if app
+            .get_as(user, &format!("/v1/users/{user}"))
+            .await
+            .status()
+            == StatusCode::OK
+        {
             served = true;
             break;
         }
@@ -233,9 +242,11 @@ async fn a_database_that_never_answers_costs_at_most_the_acquire_timeout() {
             ("DB_POOL_ACQUIRE_TIMEOUT_MS", "500"),
         ])
         .await;
+        let someone = uuid::Uuid::now_v7();
         let resp = app
             .client
-            .get(app.url(&format!("/v1/users/{}", uuid::Uuid::now_v7())))
+            .get(app.url(&format!("/v1/users/{someone}")))
+            .header("authorization", app.bearer(someone))
             .timeout(Duration::from_secs(10))
             .send()
             .await

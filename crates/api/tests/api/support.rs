@@ -15,8 +15,16 @@ use chatlab_persistence::schema::{chat_members, chats, messages, users};
 use chatlab_testdb::TestDb;
 pub use chatlab_testdb::sample;
 
+/// The HS256 secret every test server signs with, so tests can mint
+/// tokens (expired ones too) for any user.
+pub const TEST_JWT_SECRET: &str = "chatlab-test-secret-0123456789abcdef";
+
 pub struct TestApp {
     pub address: String,
+    /// The operator listener (`/metrics`, `/audit`, `/v1/users/bulk`).
+    pub ops_address: String,
+    /// Keys with the server's secret.
+    pub keys: chatlab_auth::TokenKeys,
     pub client: reqwest::Client,
     pub db: TestDb,
     /// The in-process mock cluster, when the test set no `KAFKA_BROKERS`.
@@ -51,6 +59,8 @@ pub async fn spawn_on(db: TestDb, extra: &[(&str, &str)]) -> TestApp {
     let mut vars: HashMap<String, String> = HashMap::from([
         ("DATABASE_URL".into(), db.url().to_owned()),
         ("HTTP_ADDR".into(), "127.0.0.1:0".into()),
+        ("OPS_ADDR".into(), "127.0.0.1:0".into()),
+        ("CHATLAB_JWT_SECRET".into(), TEST_JWT_SECRET.into()),
         ("HTTP_WORKERS".into(), "2".into()),
         ("DB_POOL_MAX_SIZE".into(), "4".into()),
         ("DB_DRIVER".into(), chatlab_testdb::driver().as_str().into()),
@@ -61,14 +71,27 @@ pub async fn spawn_on(db: TestDb, extra: &[(&str, &str)]) -> TestApp {
     for (k, v) in extra {
         vars.insert((*k).to_owned(), (*v).to_owned());
     }
-    let settings = Settings::from_vars(vars).expect("test settings");
+    let settings = Settings::from_vars(vars.clone()).expect("test settings");
     let app = Application::build(settings).await.expect("build app");
     let address = format!("http://127.0.0.1:{}", app.port());
+    let ops_address = format!("http://127.0.0.1:{}", app.ops_port());
+    let issuer = vars
+        .get("CHATLAB_JWT_ISSUER")
+        .cloned()
+        .unwrap_or_else(|| "chatlab".to_owned());
+    let keys = chatlab_auth::TokenKeys::new(
+        chatlab_auth::KeyMaterial::Secret(TEST_JWT_SECRET.as_bytes().to_vec()),
+        &issuer,
+        std::time::Duration::from_secs(3600),
+    )
+    .expect("test keys");
     let handle = app.handle();
     let embedded = app.embedded_broker();
     tokio::spawn(app.run_until_stopped());
     TestApp {
         address,
+        ops_address,
+        keys,
         // Idle connections are dropped before actix's keep-alive (5 s) can
         // close them under a request that reuses one (hyper then reports
         // `IncompleteMessage`: seen once in 50 stressed runs).
@@ -87,13 +110,59 @@ impl TestApp {
         format!("{}{}", self.address, path)
     }
 
+    /// A path on the operator listener.
+    pub fn ops_url(&self, path: &str) -> String {
+        format!("{}{}", self.ops_address, path)
+    }
+
+    /// A bearer token acting as `user`.
+    pub fn token(&self, user: Uuid) -> String {
+        self.keys
+            .issue(chatlab_domain::UserId::from_uuid(user))
+            .expect("sign")
+            .token
+    }
+
+    /// `Authorization: Bearer <token for user>`.
+    pub fn bearer(&self, user: Uuid) -> String {
+        format!("Bearer {}", self.token(user))
+    }
+
+    /// GET without credentials.
     pub async fn get(&self, path: &str) -> Response {
         self.client.get(self.url(path)).send().await.unwrap()
     }
 
+    /// GET acting as `user`.
+    pub async fn get_as(&self, user: Uuid, path: &str) -> Response {
+        self.client
+            .get(self.url(path))
+            .header("authorization", self.bearer(user))
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// GET on the operator listener.
+    pub async fn get_ops(&self, path: &str) -> Response {
+        self.client.get(self.ops_url(path)).send().await.unwrap()
+    }
+
+    /// POST without credentials.
     pub async fn post_json(&self, path: &str, body: &Value) -> Response {
         self.client
             .post(self.url(path))
+            .json(body)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// POST acting as `user`.
+    pub async fn post_json_as(&self, user: Uuid, path: &str, body: &Value) -> Response {
+        self.client
+            .post(self.url(path))
+            .header("authorization", self.bearer(user))
             .json(body)
             .send()
             .await
@@ -107,10 +176,15 @@ impl TestApp {
         body["id"].as_str().unwrap().parse().unwrap()
     }
 
+    /// Seeds users through the operator listener's bulk endpoint.
     pub async fn bulk_users(&self, count: usize) -> Vec<Uuid> {
         let resp = self
-            .post_json("/v1/users/bulk", &json!({ "count": count }))
-            .await;
+            .client
+            .post(self.ops_url("/v1/users/bulk"))
+            .json(&json!({ "count": count }))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(resp.status(), StatusCode::CREATED);
         let body: Value = resp.json().await.unwrap();
         body["ids"]
@@ -121,18 +195,22 @@ impl TestApp {
             .collect()
     }
 
-    /// `POST /v1/chats`, optionally naming a strategy in the header.
+    /// `POST /v1/chats` as `creator`, optionally naming a strategy in the
+    /// header.
     pub async fn create_chat(
         &self,
         creator: Uuid,
         members: &[Uuid],
         strategy: Option<&str>,
     ) -> Response {
-        let mut req = self.client.post(self.url("/v1/chats")).json(&json!({
-            "name": "room",
-            "creator_id": creator,
-            "member_ids": members,
-        }));
+        let mut req = self
+            .client
+            .post(self.url("/v1/chats"))
+            .header("authorization", self.bearer(creator))
+            .json(&json!({
+                "name": "room",
+                "member_ids": members,
+            }));
         if let Some(s) = strategy {
             req = req.header("x-chatlab-insert-strategy", s);
         }
@@ -146,16 +224,19 @@ impl TestApp {
         body["id"].as_str().unwrap().parse().unwrap()
     }
 
+    /// `POST /v1/chats/{chat}/messages` as `sender`.
     pub async fn send_message(&self, chat: Uuid, sender: Uuid, body: &str) -> Response {
-        self.post_json(
+        self.post_json_as(
+            sender,
             &format!("/v1/chats/{chat}/messages"),
-            &json!({ "sender_id": sender, "body": body }),
+            &json!({ "body": body }),
         )
         .await
     }
 
+    /// `/metrics`, from the operator listener.
     pub async fn metrics(&self) -> String {
-        let resp = self.get("/metrics").await;
+        let resp = self.get_ops("/metrics").await;
         assert_eq!(resp.status(), StatusCode::OK);
         resp.text().await.unwrap()
     }

@@ -25,9 +25,10 @@ async fn every_published_record_continues_its_requests_trace() {
         let resp = app
             .client
             .post(app.url("/v1/chats"))
+            .header("authorization", app.bearer(users[0]))
             .header("traceparent", &tp)
             .header("x-chatlab-publish-mode", mode)
-            .json(&json!({ "name": mode, "creator_id": users[0], "member_ids": &users[1..] }))
+            .json(&json!({ "name": mode, "member_ids": &users[1..] }))
             .send()
             .await
             .unwrap();

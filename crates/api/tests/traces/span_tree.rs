@@ -7,15 +7,18 @@ use uuid::Uuid;
 use crate::collected::{self, Trace, attr, traceparent};
 use crate::support::{TestApp, spawn_app_with};
 
+/// `POST /v1/chats` as `users[0]`, with the others as members.
 async fn post_chat(
     app: &TestApp,
     name: &str,
     users: &[Uuid],
     headers: &[(&str, &str)],
 ) -> Response {
-    let mut req = app.client.post(app.url("/v1/chats")).json(&json!({
-        "name": name, "creator_id": users[0], "member_ids": &users[1..]
-    }));
+    let mut req = app
+        .client
+        .post(app.url("/v1/chats"))
+        .header("authorization", app.bearer(users[0]))
+        .json(&json!({ "name": name, "member_ids": &users[1..] }));
     for (k, v) in headers {
         req = req.header(*k, *v);
     }
@@ -304,8 +307,9 @@ async fn a_failed_request_names_its_trace_in_the_problem() {
     let resp = app
         .client
         .post(app.url("/v1/chats"))
+        .header("authorization", app.bearer(Uuid::now_v7()))
         .header("traceparent", &tp)
-        .json(&json!({ "name": "", "creator_id": Uuid::now_v7(), "member_ids": [] }))
+        .json(&json!({ "name": "", "member_ids": [] }))
         .send()
         .await
         .unwrap();
@@ -315,7 +319,8 @@ async fn a_failed_request_names_its_trace_in_the_problem() {
     assert_eq!(body["trace_id"], trace_id.as_str());
     assert_eq!(body["status"], 422);
     // An untraced request still gets a trace of its own, and names it.
-    let resp = app.get("/v1/chats/not-a-uuid").await;
+    let resp = app.get_as(Uuid::now_v7(), "/v1/chats/not-a-uuid").await;
+    assert_eq!(resp.status(), 400);
     let id = resp.headers()["x-trace-id"].to_str().unwrap().to_owned();
     assert_eq!(id.len(), 32);
     let body: Value = resp.json().await.unwrap();
@@ -332,6 +337,7 @@ async fn an_import_jobs_parallel_chunks_stay_in_its_trace() {
     let resp = app
         .client
         .post(app.url(&format!("/v1/chats/{chat}/members/import")))
+        .header("authorization", app.bearer(users[0]))
         .header("traceparent", &tp)
         .json(&json!({ "user_ids": &users[2..], "chunk_size": 10, "parallelism": 2 }))
         .send()
@@ -342,7 +348,7 @@ async fn an_import_jobs_parallel_chunks_stay_in_its_trace() {
     let t = collected::trace(&trace_id, |t| !t.named(route).is_empty()).await;
     let server = t.one(route);
     assert_eq!(server.parent_span_id.to_string(), parent);
-    // The chat's check, then four chunks of ten, each on a connection of
+    // The owner's check, then four chunks of ten, each on a connection of
     // its own, all under the request although they ran side by side.
     let holds = t.named("db.client.connection.use");
     assert!(holds.iter().all(|h| t.under(h, server)));

@@ -10,6 +10,7 @@ mod insert_messages_unnest;
 mod insert_outbox_row;
 mod insert_talk_if_member;
 mod transaction_control;
+mod viewer_is_member;
 
 pub use create_chat_single::{CreateChatSingle, CreateChatSingleWithOutbox, SingleRows};
 pub use insert_members_unnest::InsertMembersUnnest;
@@ -17,3 +18,4 @@ pub use insert_messages_unnest::InsertMessagesUnnest;
 pub use insert_outbox_row::{InsertOutboxRow, RELAY_LOCK_CLASS, WRITER_LOCK_CLASS, lock_key};
 pub use insert_talk_if_member::InsertTalkIfMember;
 pub use transaction_control::{Begin, Commit, Rollback};
+pub use viewer_is_member::ViewerIsMember;

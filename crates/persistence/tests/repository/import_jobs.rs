@@ -67,7 +67,11 @@ async fn member_import_writes_exactly_the_rows_asked_for() {
             &limits(),
         )
         .unwrap();
-        let report = f.store.import_members(job, strategy).await.unwrap();
+        let report = f
+            .store
+            .import_members(job, strategy, *creator)
+            .await
+            .unwrap();
         assert!(report.failure.is_none(), "{:?}", report.failure);
         assert_eq!(report.written(), wanted.len());
         assert_eq!(report.committed.len(), wanted.len().div_ceil(chunk_size));
@@ -105,7 +109,11 @@ async fn a_failed_chunk_leaves_earlier_chunks_committed_and_says_which() {
         wanted.extend(std::iter::repeat_with(|| UserId::from_uuid(Uuid::now_v7())).take(9));
         let job =
             ImportMembers::validate(chat.id, wanted.clone(), Some(10), Some(1), &limits()).unwrap();
-        let report = f.store.import_members(job, strategy).await.unwrap();
+        let report = f
+            .store
+            .import_members(job, strategy, *creator)
+            .await
+            .unwrap();
         let failure = report.failure.as_ref().expect("chunk 2 fails");
         assert_eq!(failure.chunk.index, 2);
         assert_eq!(failure.chunk.first_row, 20);
@@ -154,7 +162,7 @@ async fn parallel_chunks_report_every_committed_row() {
         ImportMembers::validate(chat.id, wanted.clone(), Some(20), Some(4), &limits()).unwrap();
     let report = f
         .store
-        .import_members(job, InsertStrategy::Batch)
+        .import_members(job, InsertStrategy::Batch, *creator)
         .await
         .unwrap();
     let failure = report.failure.as_ref().expect("the last chunk fails");
@@ -198,7 +206,11 @@ async fn message_import_writes_every_message_in_order_by_each_strategy() {
             .collect();
         let job =
             ImportMessages::validate(chat.id, input, Some(1_000), Some(2), &limits()).unwrap();
-        let report = f.store.import_messages(job, strategy).await.unwrap();
+        let report = f
+            .store
+            .import_messages(job, strategy, users[0])
+            .await
+            .unwrap();
         assert!(report.failure.is_none());
         assert_eq!(report.written(), 2_500);
         let rows: Vec<(Option<Uuid>, String, String)> = messages::table
@@ -221,11 +233,12 @@ async fn message_import_writes_every_message_in_order_by_each_strategy() {
 #[tokio::test]
 async fn a_message_import_by_a_non_member_or_into_no_chat_writes_nothing() {
     let f = fixture().await;
-    let users = seed_users(&f.store, 2).await;
+    let users = seed_users(&f.store, 3).await;
+    // users[0] owns the chat, users[2] is a member, users[1] is neither.
     let chat = f
         .store
         .create_chat(
-            command("closed", users[0], &[]),
+            command("closed", users[0], &users[2..]),
             InsertStrategy::Batch,
             PublishMode::Off,
         )
@@ -250,9 +263,10 @@ async fn a_message_import_by_a_non_member_or_into_no_chat_writes_nothing() {
         )
         .unwrap()
     };
+    // The owner imports, but a sender is not a member.
     let err = f
         .store
-        .import_messages(job(chat.id), InsertStrategy::Batch)
+        .import_messages(job(chat.id), InsertStrategy::Batch, users[0])
         .await
         .unwrap_err();
     assert!(
@@ -262,10 +276,31 @@ async fn a_message_import_by_a_non_member_or_into_no_chat_writes_nothing() {
     let nowhere = chatlab_domain::ChatId::from_uuid(Uuid::now_v7());
     let err = f
         .store
-        .import_messages(job(nowhere), InsertStrategy::Batch)
+        .import_messages(job(nowhere), InsertStrategy::Batch, users[0])
         .await
         .unwrap_err();
     assert!(matches!(err, RepositoryError::NotFound { .. }), "{err:?}");
+    // Imports are the owner's: a member who does not own the chat is told
+    // so; for a non-member the chat does not exist.
+    let err = f
+        .store
+        .import_messages(job(chat.id), InsertStrategy::Batch, users[2])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, RepositoryError::NotTheOwner { chat_id, user_id }
+            if chat_id == chat.id && user_id == users[2]),
+        "{err:?}"
+    );
+    let err = f
+        .store
+        .import_messages(job(chat.id), InsertStrategy::Batch, users[1])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, RepositoryError::NotFound { id, .. } if id == chat.id.as_uuid()),
+        "{err:?}"
+    );
     let mut conn = f.db.connect().await;
     let talk: i64 = messages::table
         .filter(messages::kind.eq("talk"))
@@ -274,4 +309,50 @@ async fn a_message_import_by_a_non_member_or_into_no_chat_writes_nothing() {
         .await
         .unwrap();
     assert_eq!(talk, 0);
+}
+
+#[tokio::test]
+async fn only_the_owner_may_import_members() {
+    let f = fixture().await;
+    let users = seed_users(&f.store, 4).await;
+    // users[0] owns the chat, users[1] is a member, users[2] is neither.
+    let chat = f
+        .store
+        .create_chat(
+            command("owned", users[0], &users[1..2]),
+            InsertStrategy::Batch,
+            PublishMode::Off,
+        )
+        .await
+        .unwrap();
+    let job = || ImportMembers::validate(chat.id, vec![users[3]], None, None, &limits()).unwrap();
+    let err = f
+        .store
+        .import_members(job(), InsertStrategy::Batch, users[1])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, RepositoryError::NotTheOwner { user_id, .. } if user_id == users[1]),
+        "{err:?}"
+    );
+    let err = f
+        .store
+        .import_members(job(), InsertStrategy::Batch, users[2])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, RepositoryError::NotFound { id, .. } if id == chat.id.as_uuid()),
+        "{err:?}"
+    );
+    let mut conn = f.db.connect().await;
+    let mut before: Vec<Uuid> = vec![users[0].as_uuid(), users[1].as_uuid()];
+    before.sort();
+    assert_eq!(members_of(&mut conn, chat.id.as_uuid()).await, before);
+
+    let report = f
+        .store
+        .import_members(job(), InsertStrategy::Batch, users[0])
+        .await
+        .unwrap();
+    assert_eq!(report.written(), 1);
 }

@@ -35,12 +35,20 @@ async fn members_can_post_and_others_cannot() {
     assert_eq!(sent.kind, MessageKind::Talk);
     assert_eq!(sent.sender_id, Some(users[1]));
 
+    // A non-member is told the chat does not exist: the same answer as
+    // for no chat at all, so a chat's existence cannot be probed.
     let outsider = f
         .store
         .send_message(message(chat.id, users[2], "let me in"), PublishMode::Off)
         .await
         .unwrap_err();
-    assert!(matches!(outsider, RepositoryError::NotAMember { user_id, .. } if user_id == users[2]));
+    assert!(
+        matches!(
+            outsider,
+            RepositoryError::NotFound { entity: Entity::Chat, id } if id == chat.id.as_uuid()
+        ),
+        "{outsider:?}"
+    );
 
     let nowhere = ChatId::generate();
     let missing = f
@@ -55,11 +63,32 @@ async fn members_can_post_and_others_cannot() {
 
     let page = f
         .store
-        .list_messages(chat.id, PageRequest::new(None, Some(10)).unwrap())
+        .list_messages(chat.id, users[1], PageRequest::new(None, Some(10)).unwrap())
         .await
         .unwrap();
     let bodies: Vec<&str> = page.items.iter().map(|m| m.body.as_str()).collect();
-    assert_eq!(bodies, ["hello", "room created"]);
+    assert_eq!(
+        bodies,
+        ["hello", "room created"],
+        "the outsider wrote nothing"
+    );
+
+    // Nor may the outsider read.
+    let unseen = f
+        .store
+        .list_messages(chat.id, users[2], PageRequest::new(None, Some(10)).unwrap())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            unseen,
+            RepositoryError::NotFound {
+                entity: Entity::Chat,
+                ..
+            }
+        ),
+        "{unseen:?}"
+    );
 }
 
 #[tokio::test]
@@ -90,7 +119,11 @@ async fn message_pages_are_newest_first_and_end_with_no_cursor() {
     loop {
         let page = f
             .store
-            .list_messages(chat.id, PageRequest::new(cursor, Some(3)).unwrap())
+            .list_messages(
+                chat.id,
+                users[0],
+                PageRequest::new(cursor, Some(3)).unwrap(),
+            )
             .await
             .unwrap();
         pages += 1;
@@ -111,7 +144,7 @@ async fn message_pages_are_newest_first_and_end_with_no_cursor() {
     // A page that ends exactly at the last row says there is no next page.
     let exact = f
         .store
-        .list_messages(chat.id, PageRequest::new(None, Some(8)).unwrap())
+        .list_messages(chat.id, users[0], PageRequest::new(None, Some(8)).unwrap())
         .await
         .unwrap();
     assert_eq!(exact.items.len(), 8);
@@ -119,7 +152,11 @@ async fn message_pages_are_newest_first_and_end_with_no_cursor() {
 
     let unknown = f
         .store
-        .list_messages(ChatId::generate(), PageRequest::new(None, None).unwrap())
+        .list_messages(
+            ChatId::generate(),
+            users[0],
+            PageRequest::new(None, None).unwrap(),
+        )
         .await
         .unwrap_err();
     assert!(matches!(unknown, RepositoryError::NotFound { .. }));
@@ -128,7 +165,8 @@ async fn message_pages_are_newest_first_and_end_with_no_cursor() {
 #[tokio::test]
 async fn member_pages_cover_every_member_once() {
     let f = fixture().await;
-    let users = seed_users(&f.store, 10).await;
+    let mut users = seed_users(&f.store, 11).await;
+    let outsider = users.pop().unwrap();
     let chat = f
         .store
         .create_chat(
@@ -143,7 +181,11 @@ async fn member_pages_cover_every_member_once() {
     for _ in 0..10 {
         let page = f
             .store
-            .list_members(chat.id, PageRequest::new(cursor, Some(4)).unwrap())
+            .list_members(
+                chat.id,
+                users[3],
+                PageRequest::new(cursor, Some(4)).unwrap(),
+            )
             .await
             .unwrap();
         seen.extend(page.items.iter().map(|m| m.user_id));
@@ -156,20 +198,41 @@ async fn member_pages_cover_every_member_once() {
     expected.sort();
     assert_eq!(seen, expected);
 
-    // Past the end: an empty page, not an error.
+    // Past the end: an empty page, not an error (for a member).
     let last = *expected.last().unwrap();
     let past = f
         .store
-        .list_members(chat.id, PageRequest::new(Some(last), Some(4)).unwrap())
+        .list_members(
+            chat.id,
+            users[3],
+            PageRequest::new(Some(last), Some(4)).unwrap(),
+        )
         .await
         .unwrap();
     assert!(past.items.is_empty() && past.next_cursor.is_none());
 
-    let got = f.store.get_chat(chat.id).await.unwrap();
+    // Any member reads the chat; for anyone else it does not exist.
+    let got = f.store.get_chat(chat.id, users[3]).await.unwrap();
     assert_eq!(got.member_count, 10);
     assert_eq!(got.creator_id, users[0]);
     assert!(matches!(
-        f.store.get_chat(ChatId::generate()).await,
+        f.store.get_chat(ChatId::generate(), users[0]).await,
+        Err(RepositoryError::NotFound {
+            entity: Entity::Chat,
+            ..
+        })
+    ));
+    assert!(matches!(
+        f.store.get_chat(chat.id, outsider).await,
+        Err(RepositoryError::NotFound {
+            entity: Entity::Chat,
+            ..
+        })
+    ));
+    assert!(matches!(
+        f.store
+            .list_members(chat.id, outsider, PageRequest::new(None, Some(4)).unwrap())
+            .await,
         Err(RepositoryError::NotFound {
             entity: Entity::Chat,
             ..

@@ -9,6 +9,7 @@ use chatlab_domain::{
 use crate::dto::{ImportMembersRequest, ImportMessagesRequest, ImportResponse};
 mod body;
 
+use crate::auth::Caller;
 use crate::overrides::ChosenStrategy;
 use crate::problem::{ApiError, Problem};
 use crate::state::AppState;
@@ -34,7 +35,7 @@ fn respond(
     }
 }
 
-/// Adds many users to an existing chat: a bulk job, split into
+/// Adds many users to an existing chat (the owner only): a bulk job, split into
 /// transactions of `chunk_size` rows (the server's insert strategy, or the
 /// override header's, inside each), run `parallelism` at a time. Not
 /// atomic: when a chunk fails, the chunks committed before it stay, and
@@ -52,7 +53,9 @@ fn respond(
     responses(
         (status = 201, description = "Every row written", body = ImportResponse),
         (status = 400, description = "Malformed JSON or id", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such chat; nothing written", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid bearer token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "The caller is a member but not the owner; nothing written", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such chat, or the caller is not a member; nothing written", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "A chunk hit a user already in the chat; earlier chunks committed (listed)", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over HTTP_IMPORT_LIMIT_BYTES", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid job (nothing written), or a chunk named unknown users (earlier chunks committed, listed)", body = Problem, content_type = "application/problem+json"),
@@ -61,6 +64,7 @@ fn respond(
 )]
 #[post("/chats/{id}/members/import")]
 pub async fn import_members(
+    caller: Caller,
     state: web::Data<AppState>,
     strategy: ChosenStrategy,
     id: web::Path<uuid::Uuid>,
@@ -75,11 +79,14 @@ pub async fn import_members(
         body.parallelism,
         &state.limits,
     )?;
-    let report = state.store.import_members(job, strategy.0).await?;
+    let report = state
+        .store
+        .import_members(job, strategy.0, caller.0)
+        .await?;
     respond(report, started, strategy)
 }
 
-/// Imports many messages into an existing chat, as a bulk job like the
+/// Imports many messages into an existing chat (the owner only), as a bulk job like the
 /// member import (same chunking, same partial-failure report). Every
 /// sender must be a member, checked before the first chunk. Imported
 /// messages publish no events.
@@ -94,8 +101,9 @@ pub async fn import_members(
     responses(
         (status = 201, description = "Every row written", body = ImportResponse),
         (status = 400, description = "Malformed JSON or id", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "A sender is not a member; nothing written", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such chat; nothing written", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid bearer token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "The caller is a member but not the owner, or a sender is not a member; nothing written", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such chat, or the caller is not a member; nothing written", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over HTTP_IMPORT_LIMIT_BYTES", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid job; nothing written", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable; the problem lists any chunks committed before", body = Problem, content_type = "application/problem+json"),
@@ -103,6 +111,7 @@ pub async fn import_members(
 )]
 #[post("/chats/{id}/messages/import")]
 pub async fn import_messages(
+    caller: Caller,
     state: web::Data<AppState>,
     strategy: ChosenStrategy,
     id: web::Path<uuid::Uuid>,
@@ -123,6 +132,9 @@ pub async fn import_messages(
         body.parallelism,
         &state.limits,
     )?;
-    let report = state.store.import_messages(job, strategy.0).await?;
+    let report = state
+        .store
+        .import_messages(job, strategy.0, caller.0)
+        .await?;
     respond(report, started, strategy)
 }
