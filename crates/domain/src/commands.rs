@@ -374,4 +374,46 @@ mod tests {
             prop_assert_eq!(unique, expected);
         }
     }
+
+    proptest! {
+        /// Whatever a client sends as a name, validation answers (never
+        /// panics); what it accepts is trimmed, 1 to the limit characters
+        /// long, with no control character.
+        #[test]
+        fn accepted_user_names_are_trimmed_bounded_and_clean(name in "\\PC{0,120}|.{0,120}") {
+            if let Ok(user) = NewUser::validate(&name) {
+                prop_assert_eq!(user.name.as_str(), name.trim());
+                let chars = user.name.chars().count();
+                prop_assert!((1..=USER_NAME_MAX_CHARS).contains(&chars));
+                prop_assert!(!user.name.chars().any(char::is_control));
+            }
+        }
+
+        /// Text that looks like SQL or HTML is text: stored verbatim.
+        #[test]
+        fn sql_and_html_lookalikes_are_kept_verbatim(
+            word in "[a-z]{1,10}",
+            wrap in prop::sample::select(vec![
+                "'; DROP TABLE users; --{}",
+                "<script>alert('{}')</script>",
+                "{}\" OR 1=1 --",
+                "&lt;{}&gt; %00 \\x00",
+            ]),
+        ) {
+            let text = wrap.replace("{}", &word);
+            let user = NewUser::validate(&text);
+            prop_assert_eq!(user.map(|u| u.name).ok(), Some(text.clone()));
+            let sent = SendMessage::validate(message(&text));
+            prop_assert_eq!(sent.map(|m| m.body).ok(), Some(text));
+        }
+
+        /// A message body is accepted exactly when it has 1 to the limit
+        /// characters and no forbidden control character.
+        #[test]
+        fn message_bodies_are_bounded_in_characters_not_bytes(len in 0usize..4100, c in "[a-zé€😀]") {
+            let body: String = c.repeat(len);
+            let ok = SendMessage::validate(message(&body)).is_ok();
+            prop_assert_eq!(ok, (1..=MESSAGE_BODY_MAX_CHARS).contains(&len));
+        }
+    }
 }
