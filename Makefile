@@ -280,15 +280,20 @@ docker-check: ## Check docker/ offline (no Docker engine needed): compose, the c
 # Collector, Jaeger (16686), Prometheus (9090) and Grafana (3000).
 COMPOSE ?= docker compose -f docker/compose.yaml
 DOCKER_PORT ?= 8080
+# The lab's operator listeners (chatlab-1..3's OPS_ADDR, published on
+# loopback) and the JWT secret the three share (compose.yaml's default).
+DOCKER_OPS_URLS ?= http://127.0.0.1:9464,http://127.0.0.1:9465,http://127.0.0.1:9466
+DOCKER_JWT_SECRET ?= chatlab-docker-lab-secret-loopback-only-0123456789
 
 up: ## Start the Docker lab (docker/compose.yaml, built), wait until every chatlab is healthy
-	$(COMPOSE) up --build --detach --wait
+	CHATLAB_JWT_SECRET='$(DOCKER_JWT_SECRET)' $(COMPOSE) up --build --detach --wait
 
 down: ## Stop the Docker lab and drop its volumes
 	$(COMPOSE) down --volumes --remove-orphans
 
 loadtest-docker: load-build ## The mixed run of `make loadtest` against the Docker lab's port (make up first); no servers spawned
-	$(LOAD) run --name loadtest-docker --target http://127.0.0.1:$(DOCKER_PORT) \
+	CHATLAB_JWT_SECRET='$(DOCKER_JWT_SECRET)' $(LOAD) run --name loadtest-docker \
+	    --target http://127.0.0.1:$(DOCKER_PORT) --ops-url $(DOCKER_OPS_URLS) \
 	    --scenario mix --members 20 $(LOADTEST_ARGS) --threshold 'errors<0.01'
 
 dashboard-check: ## Every query of docker/'s Grafana dashboard against Debian's Prometheus scraping a live chatlab under a short load

@@ -8,15 +8,19 @@ would notice. This script catches that, with the real programs:
 
 1. starts chatlab (the debug binary; embedded defaults, so no Kafka; its
    own fresh database on DATABASE_ADMIN_URL; CHATLAB_ALLOW_OVERRIDES=true)
-   on a free loopback port;
+   on a free loopback port, its operator listener (OPS_ADDR: /metrics,
+   POST /v1/users/bulk) on another, with a CHATLAB_JWT_SECRET made up for
+   the check;
 2. starts Debian's Prometheus server (`prometheus`, the package that also
    brings promtool) on another free loopback port, with a generated config
-   scraping that chatlab every second (job "chatlab", as in
-   docker/prometheus/prometheus.yml) and exemplar storage on, its storage
-   in a temporary folder;
-3. puts a short bounded load on chatlab, only to 127.0.0.1: createChat for
-   every insert strategy x every publish mode (override headers, outbox
-   included), messages sent and read, a few hundred requests;
+   scraping that chatlab's operator listener every second (job "chatlab",
+   as in docker/prometheus/prometheus.yml) and exemplar storage on, its
+   storage in a temporary folder;
+3. puts a short bounded load on chatlab, only to 127.0.0.1: users seeded
+   through the operator listener, then, with a token signed for one of
+   them (HS256, the made-up secret), createChat for every insert strategy
+   x every publish mode (override headers, outbox included), messages sent
+   and read, a few hundred requests;
 4. waits for a few scrapes after the load, then evaluates every target of
    every panel through /api/v1/query, Grafana's variables substituted
    ($__rate_interval -> 15s, ...), and lists each query with its series
@@ -40,10 +44,14 @@ repository's target/, built when missing), PROMETHEUS_BIN (default
 `prometheus` on PATH). `--dashboard PATH` checks another dashboard file.
 """
 import argparse
+import base64
+import hashlib
+import hmac
 import json
 import os
 import pathlib
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -89,6 +97,18 @@ def free_port():
         return s.getsockname()[1]
 
 
+def distinct_free_ports(n):
+    """n free loopback ports, all held until all are found (no repeats)."""
+    held = [socket.socket() for _ in range(n)]
+    try:
+        for s in held:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in held]
+    finally:
+        for s in held:
+            s.close()
+
+
 def http(method, url, body=None, headers=None, timeout=10):
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url, data=data, method=method, headers={
@@ -98,6 +118,23 @@ def http(method, url, body=None, headers=None, timeout=10):
             return resp.status, resp.read()
     except urllib.error.HTTPError as e:
         return e.code, e.read()
+
+
+def b64url(raw):
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def token(secret, user, issuer="chatlab", ttl=3600):
+    """An HS256 JWT for `user`, as chatlab verifies it (the secret's bytes
+    as written are the key)."""
+    now = int(time.time())
+    compact = {"separators": (",", ":")}
+    head = b64url(json.dumps({"alg": "HS256", "typ": "JWT"}, **compact).encode())
+    claims = b64url(json.dumps({"sub": user, "iss": issuer, "iat": now, "exp": now + ttl},
+                               **compact).encode())
+    signed = f"{head}.{claims}"
+    sig = hmac.new(secret.encode(), signed.encode(), hashlib.sha256).digest()
+    return f"{signed}.{b64url(sig)}"
 
 
 def wait_until(what, check, timeout, proc=None):
@@ -174,19 +211,21 @@ def substitute(expr):
     return expr
 
 
-def load(base):
-    """A few hundred requests: every strategy x publish mode, messages."""
-    status, body = http("POST", f"{base}/v1/users/bulk", {"count": 60})
+def load(base, ops, secret):
+    """A few hundred requests: every strategy x publish mode, messages; all
+    as the first seeded user (the creator of every chat)."""
+    status, body = http("POST", f"{ops}/v1/users/bulk", {"count": 60})
     if status != 201:
-        raise SetupError(f"POST /v1/users/bulk answered {status}: {body[:200]!r}")
+        raise SetupError(f"POST {ops}/v1/users/bulk answered {status}: {body[:200]!r}")
     users = json.loads(body)["ids"]
+    auth = {"authorization": f"Bearer {token(secret, users[0])}"}
     chats, errors, lock = [], [], threading.Lock()
 
     def create(i, strategy, mode):
         members = users[1 + i % 40: 1 + i % 40 + 12]
         status, body = http("POST", f"{base}/v1/chats",
-                            {"name": f"room {i}", "creator_id": users[0], "member_ids": members},
-                            {STRATEGY_HEADER: strategy, PUBLISH_MODE_HEADER: mode})
+                            {"name": f"room {i}", "member_ids": members},
+                            {STRATEGY_HEADER: strategy, PUBLISH_MODE_HEADER: mode, **auth})
         with lock:
             if status == 201:
                 chats.append(json.loads(body)["id"])
@@ -196,11 +235,11 @@ def load(base):
     def chatter(i):
         chat = chats[i % len(chats)]
         status, _ = http("POST", f"{base}/v1/chats/{chat}/messages",
-                         {"sender_id": users[0], "body": f"message {i}"})
+                         {"body": f"message {i}"}, auth)
         if status != 201:
             with lock:
                 errors.append(f"sendMessage: {status}")
-        http("GET", f"{base}/v1/chats/{chat}/messages")
+        http("GET", f"{base}/v1/chats/{chat}/messages", headers=auth)
 
     jobs = [(i, s, m) for i, (s, m) in
             enumerate((s, m) for _ in range(4) for s in STRATEGIES for m in PUBLISH_MODES)]
@@ -209,7 +248,8 @@ def load(base):
         if chats:
             list(pool.map(chatter, range(100)))
         # A miss, so a 404 shows in the request rate by status.
-        http("GET", f"{base}/v1/chats/00000000-0000-0000-0000-000000000000/messages")
+        http("GET", f"{base}/v1/chats/00000000-0000-0000-0000-000000000000/messages",
+             headers=auth)
     if errors:
         raise SetupError("the load failed: " + "; ".join(errors[:5]))
     return len(jobs) + 2 * 100 + 2
@@ -266,11 +306,14 @@ def main():
         binary = chatlab_binary()
         psql(admin_url, f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
         psql(admin_url, f'CREATE DATABASE "{db}"')
-        port, prom_port = free_port(), free_port()
+        port, ops_port, prom_port = distinct_free_ports(3)
         base, prom_url = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{prom_port}"
+        ops = f"http://127.0.0.1:{ops_port}"
+        secret = secrets.token_hex(32)
         env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("KAFKA_", "OTEL_", "DB_", "HTTP_", "CHAT"))}
+               if not k.startswith(("KAFKA_", "OTEL_", "DB_", "HTTP_", "OPS_", "CHAT"))}
         env.update({"DATABASE_URL": db_url, "HTTP_ADDR": f"127.0.0.1:{port}",
+                    "OPS_ADDR": f"127.0.0.1:{ops_port}", "CHATLAB_JWT_SECRET": secret,
                     "CHATLAB_ALLOW_OVERRIDES": "true", "RUST_LOG": "warn",
                     "DB_POOL_MAX_SIZE": "4", "HTTP_WORKERS": "2",
                     # Every trace sampled, so observations carry exemplars;
@@ -284,11 +327,13 @@ def main():
                                   stderr=subprocess.STDOUT)
         wait_until("chatlab /readyz", lambda: http("GET", f"{base}/readyz", timeout=3)[0] == 200,
                    60, server)
+        wait_until(f"chatlab's operator listener (OPS_ADDR) /readyz on {ops}",
+                   lambda: http("GET", f"{ops}/readyz", timeout=3)[0] == 200, 30, server)
 
         (tmp / "prometheus.yml").write_text(
             "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
             "scrape_configs:\n  - job_name: chatlab\n    static_configs:\n"
-            f"      - targets: ['127.0.0.1:{port}']\n")
+            f"      - targets: ['127.0.0.1:{ops_port}']\n")
         prom_log = open(tmp / "prometheus.log", "wb")
         prom = subprocess.Popen(
             [prometheus, f"--config.file={tmp / 'prometheus.yml'}",
@@ -304,7 +349,7 @@ def main():
         trace_label = trace_id_label()
         since = time.time() - 1
         started = time.monotonic()
-        requests = load(base)
+        requests = load(base, ops, secret)
         print(f"dashboard-check: {requests} requests to chatlab in {time.monotonic() - started:.1f} s")
         # Enough scrapes after the load for rate() over 15 s to see it.
         time.sleep(5 * SCRAPE_INTERVAL)

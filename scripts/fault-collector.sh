@@ -7,7 +7,10 @@
 #
 # Everything runs on 127.0.0.1, bounded in time: DURATION of load per case
 # (default 15s), a server that does not stop within STOP_BOUND seconds
-# (default 15) counts as a failure and is killed.
+# (default 15) counts as a failure and is killed. The server's operator
+# listener (OPS_ADDR: /metrics, POST /v1/users/bulk) is on
+# COLLECTOR_FAULT_OPS_PORT (default 18092), and it gets a CHATLAB_JWT_SECRET
+# made up for the run, which chatlab-load signs its users' tokens with.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -16,6 +19,7 @@ url=${LOAD_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/chatlab_load}
 duration=${DURATION:-15s}
 stop_bound=${STOP_BOUND:-15}
 http_port=${COLLECTOR_FAULT_HTTP_PORT:-18091}
+ops_port=${COLLECTOR_FAULT_OPS_PORT:-18092}
 frozen_port=${COLLECTOR_FROZEN_PORT:-14318}
 gone_port=${COLLECTOR_GONE_PORT:-14319}
 out="results/fault-collector-$(date -u +%Y%m%dT%H%M%SZ)"
@@ -55,8 +59,13 @@ fetch() { # URL: its body on stdout (python3's, since curl may be missing)
     python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())' "$1" 2>/dev/null
 }
 metric() { # NAME: the value of a counter or gauge on /metrics, 0 when absent
-    { fetch "http://127.0.0.1:$http_port/metrics" || true; } | awk -v n="$1" '$1 == n || index($1, n "{") == 1 { v = $2 } END { print (v == "" ? 0 : v) }'
+    { fetch "http://127.0.0.1:$ops_port/metrics" || true; } | awk -v n="$1" '$1 == n || index($1, n "{") == 1 { v = $2 } END { print (v == "" ? 0 : v) }'
 }
+
+# The server's and chatlab-load's shared secret (env only: not on a
+# command line, where ps would show it).
+CHATLAB_JWT_SECRET=$(python3 -c 'import secrets; print(secrets.token_hex(32))')
+export CHATLAB_JWT_SECRET
 
 failed=0
 check() { # CONDITION MESSAGE: records a broken invariant of the current case
@@ -64,7 +73,7 @@ check() { # CONDITION MESSAGE: records a broken invariant of the current case
 }
 printf '| collector | throughput (req/s) | p99 ms | errors | spans exported | spans dropped | export failures | stop s |\n|---|---|---|---|---|---|---|---|\n' > "$out/results.md"
 for case in off frozen gone; do
-    env=(HTTP_ADDR="127.0.0.1:$http_port" DATABASE_URL="$url" RUST_LOG=warn)
+    env=(HTTP_ADDR="127.0.0.1:$http_port" OPS_ADDR="127.0.0.1:$ops_port" DATABASE_URL="$url" RUST_LOG=warn)
     case $case in
         frozen) env+=(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$frozen_port") ;;
         gone) env+=(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$gone_port") ;;
@@ -73,10 +82,12 @@ for case in off frozen gone; do
     env "${env[@]}" ./target/release/chatlab serve > "$out/server-$case.log" 2>&1 &
     server=$!
     for _ in $(seq 1 100); do
-        fetch "http://127.0.0.1:$http_port/readyz" >/dev/null && break
+        fetch "http://127.0.0.1:$http_port/readyz" >/dev/null \
+            && fetch "http://127.0.0.1:$ops_port/readyz" >/dev/null && break
         sleep 0.1
     done
-    ./target/release/chatlab-load run --target "http://127.0.0.1:$http_port" --database-url "$url" \
+    ./target/release/chatlab-load run --target "http://127.0.0.1:$http_port" \
+        --ops-url "http://127.0.0.1:$ops_port" --database-url "$url" \
         --scenario create-chat --members 50 --vus 20 --duration "$duration" --seed-users 500 \
         --results-dir "$out/load-$case" > "$out/load-$case.txt" 2>&1 || true
     # The run's table row: throughput, p99 and errors by column.

@@ -10,20 +10,28 @@ CHATLAB_ALLOW_OVERRIDES=true), then reads the server's
 chatlab_create_chat_connection_hold_seconds histogram and prints, per
 combination, the INSERT statements per chat and the mean and p95 hold time.
 
-    BASE_URL=http://127.0.0.1:8080 MEMBERS=50 CHATS=300 python3 scripts/hold_time.py
+    BASE_URL=http://127.0.0.1:8080 OPS_URL=http://127.0.0.1:9464 MEMBERS=50 CHATS=300 python3 scripts/hold_time.py
     STRATEGIES=batch MODES=in_tx_await,after_commit,outbox python3 scripts/hold_time.py
 
-Only the standard library; sends traffic to BASE_URL only, a bounded number
-of requests. This is a single-client probe of cost per transaction, not a
-load test (that is the load harness's job).
+BASE_URL is the server's public listener; OPS_URL its operator listener
+(OPS_ADDR, default http://127.0.0.1:9464), where /metrics is read and the
+members are seeded (POST /v1/users/bulk). The creator is made with
+POST /v1/users, whose answer carries its token: every createChat goes with
+it, so no secret is needed here.
+
+Only the standard library; sends traffic to BASE_URL and OPS_URL only, a
+bounded number of requests. This is a single-client probe of cost per
+transaction, not a load test (that is the load harness's job).
 """
 import json
 import os
 import re
 import sys
+import urllib.error
 import urllib.request
 
 BASE = os.environ.get("BASE_URL", "http://127.0.0.1:8080").rstrip("/")
+OPS = os.environ.get("OPS_URL", "http://127.0.0.1:9464").rstrip("/")
 MEMBERS = int(os.environ.get("MEMBERS", "50"))
 CHATS = int(os.environ.get("CHATS", "300"))
 STRATEGIES = os.environ.get("STRATEGIES", "per_row,batch,unnest").split(",")
@@ -31,18 +39,24 @@ MODES = os.environ.get("MODES", "off").split(",")
 COMBOS = [(s, m) for s in STRATEGIES for m in MODES]
 
 
-def call(method, path, body=None, headers=None):
+def call(method, path, body=None, headers=None, base=BASE):
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(BASE + path, data=data, method=method)
+    req = urllib.request.Request(base + path, data=data, method=method)
     req.add_header("content-type", "application/json")
     for k, v in (headers or {}).items():
         req.add_header(k, v)
-    with urllib.request.urlopen(req, timeout=30) as resp:
-        return resp.status, resp.read().decode()
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as e:
+        hint = ""
+        if e.code == 404 and base == OPS:
+            hint = f" (is OPS_URL={OPS} the server's OPS_ADDR?)"
+        sys.exit(f"{method} {base}{path} answered {e.code}{hint}: {e.read().decode()[:300]}")
 
 
 def scrape():
-    _, text = call("GET", "/metrics")
+    _, text = call("GET", "/metrics", base=OPS)
     hist = {}
     pattern = re.compile(
         r'^chatlab_create_chat_connection_hold_seconds_(bucket|sum|count)\{(.*?)\} (\S+)'
@@ -78,16 +92,25 @@ def quantile(buckets, count, q):
 
 
 def main():
-    _, body = call("POST", "/v1/users/bulk", {"count": MEMBERS, "name_prefix": "hold-"})
-    ids = json.loads(body)["ids"]
+    # The creator, with its token; the other MEMBERS - 1 members in bulk.
+    _, body = call("POST", "/v1/users", {"name": "hold-creator"})
+    creator = json.loads(body)
+    if not creator.get("token"):
+        sys.exit("POST /v1/users answered no token: the server cannot issue tokens")
+    auth = {"Authorization": f"Bearer {creator['token']}"}
+    others = []
+    if MEMBERS > 1:
+        _, body = call("POST", "/v1/users/bulk", {"count": MEMBERS - 1, "name_prefix": "hold-"},
+                       base=OPS)
+        others = json.loads(body)["ids"]
     before, stmts_before = scrape()
     for i in range(CHATS):
         for strategy, mode in COMBOS:
             status, _ = call(
                 "POST",
                 "/v1/chats",
-                {"name": f"hold {i}", "creator_id": ids[0], "member_ids": ids[1:]},
-                {"X-Chatlab-Insert-Strategy": strategy, "X-Chatlab-Publish-Mode": mode},
+                {"name": f"hold {i}", "member_ids": others},
+                {"X-Chatlab-Insert-Strategy": strategy, "X-Chatlab-Publish-Mode": mode, **auth},
             )
             if status != 201:
                 sys.exit(f"createChat answered {status}")

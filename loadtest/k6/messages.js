@@ -1,17 +1,32 @@
 // send-message, read-messages, import jobs or a weighted mix, for users who have k6:
-//   BASE_URL=http://127.0.0.1:8080 SCENARIO=mix VUS=40 DURATION=30s k6 run loadtest/k6/messages.js
+//   BASE_URL=http://127.0.0.1:8080 OPS_URL=http://127.0.0.1:9464 CHATLAB_JWT_SECRET=... \
+//     SCENARIO=mix VUS=40 DURATION=30s k6 run loadtest/k6/messages.js
 // SCENARIO: send (POST messages), read (GET newest 20), import (POST an
 // import job of ROWS messages), mix (WEIGHTS=create:send:read, default 1:3:6).
+// Every request goes as a seeded user with its token: a message is sent
+// and read by a member of its chat, an import job by the chat's creator.
 // Settings shared by every script: lib/chatlab.js.
 import http from 'k6/http';
 import { check } from 'k6';
-import { env, pickMembers, readParams, scenario, think, thresholds, writeParams } from './lib/chatlab.js';
+import {
+  createChatRequest,
+  env,
+  pickMembers,
+  readParams,
+  scenario,
+  seedUsers,
+  setupParams,
+  think,
+  thresholds,
+  writeParams,
+} from './lib/chatlab.js';
 
 const SCENARIO = __ENV.SCENARIO || 'mix';
 const MEMBERS = parseInt(__ENV.MEMBERS || '20', 10);
 const ROWS = parseInt(__ENV.ROWS || '1000', 10);
 const WEIGHTS = (__ENV.WEIGHTS || '1:3:6').split(':').map((w) => parseInt(w, 10));
 const CHATS = 50;
+const CHAT_MEMBERS = 10;
 const OPS = { send: ['send'], read: ['read'], import: ['import'], mix: ['create', 'send', 'read'] };
 if (!OPS[SCENARIO]) {
   throw new Error(`SCENARIO=${SCENARIO}: expected one of ${Object.keys(OPS).join(', ')}`);
@@ -25,16 +40,18 @@ export const options = {
   thresholds: thresholds(OPS[SCENARIO]),
 };
 
+// Users with their tokens, and CHATS chats of CHAT_MEMBERS of them, each
+// created by its first member; a chat keeps its members as indices into
+// `users` (the creator first), so each token is in the setup data once.
 export function setup() {
-  const json = { headers: { 'Content-Type': 'application/json' }, tags: { op: 'setup' } };
-  const users = http.post(`${env.baseUrl}/v1/users/bulk`, JSON.stringify({ count: 1000 }), json).json('ids');
+  const users = seedUsers(Math.max(1000, CHATS * CHAT_MEMBERS));
   const chats = [];
   for (let i = 0; i < CHATS; i++) {
-    const members = users.slice(i * 10, i * 10 + 10);
+    const members = [];
+    for (let j = 0; j < CHAT_MEMBERS; j++) members.push(i * CHAT_MEMBERS + j);
+    const creator = users[members[0]];
     const res = http.post(
-      `${env.baseUrl}/v1/chats`,
-      JSON.stringify({ name: `k6 seed ${i}`, creator_id: members[0], member_ids: members.slice(1) }),
-      json,
+      ...createChatRequest(`k6 seed ${i}`, members.map((m) => users[m]), setupParams(creator)),
     );
     check(res, { 'seed chat created': (r) => r.status === 201 });
     chats.push({ id: res.json('id'), members });
@@ -47,41 +64,41 @@ function pick(list) {
 }
 
 function createChat(data) {
-  const members = pickMembers(data.users, MEMBERS);
-  const res = http.post(
-    `${env.baseUrl}/v1/chats`,
-    JSON.stringify({ name: 'k6', creator_id: members[0], member_ids: members.slice(1) }),
-    writeParams('create'),
-  );
+  const res = http.post(...createChatRequest('k6', pickMembers(data.users, MEMBERS)));
   check(res, { 'chat created': (r) => r.status === 201 });
 }
 
 function send(data) {
   const chat = pick(data.chats);
+  const sender = data.users[pick(chat.members)];
   const res = http.post(
     `${env.baseUrl}/v1/chats/${chat.id}/messages`,
-    JSON.stringify({ sender_id: pick(chat.members), body: 'hello from k6' }),
-    writeParams('send'),
+    JSON.stringify({ body: 'hello from k6' }),
+    writeParams('send', sender),
   );
   check(res, { 'message sent': (r) => r.status === 201 });
 }
 
 function read(data) {
   const chat = pick(data.chats);
-  const res = http.get(`${env.baseUrl}/v1/chats/${chat.id}/messages?limit=20`, readParams('read'));
+  const reader = data.users[pick(chat.members)];
+  const res = http.get(`${env.baseUrl}/v1/chats/${chat.id}/messages?limit=20`, readParams('read', reader));
   check(res, { 'messages read': (r) => r.status === 200 });
 }
 
+// An import job into the first chat, as its creator (imports need the
+// owner's token); each message still names its sender, a member.
 function importJob(data) {
   const chat = data.chats[0];
   const messages = [];
   for (let i = 0; i < ROWS; i++) {
-    messages.push({ sender_id: chat.members[i % chat.members.length], body: `imported message ${i} from k6` });
+    const sender = data.users[chat.members[i % chat.members.length]];
+    messages.push({ sender_id: sender.id, body: `imported message ${i} from k6` });
   }
   const res = http.post(
     `${env.baseUrl}/v1/chats/${chat.id}/messages/import`,
     JSON.stringify({ messages }),
-    writeParams('import'),
+    writeParams('import', data.users[chat.members[0]]),
   );
   check(res, { 'import job done': (r) => r.status === 201 });
 }

@@ -1,10 +1,11 @@
 // The seed 000 ramp on createChat, for users who have k6:
-//   BASE_URL=http://127.0.0.1:8080 MEMBERS=50 STAGE=30s STRATEGY=batch k6 run loadtest/k6/ramp.js
+//   BASE_URL=http://127.0.0.1:8080 OPS_URL=http://127.0.0.1:9464 CHATLAB_JWT_SECRET=... \
+//     MEMBERS=50 STAGE=30s STRATEGY=batch k6 run loadtest/k6/ramp.js
 // 85 -> 200 -> 300 -> 400 VUs, STAGE each (MODEL and VUS do not apply).
 // Settings shared by every script: lib/chatlab.js.
 import http from 'k6/http';
 import { check } from 'k6';
-import { env, pickMembers, think, thresholds, writeParams } from './lib/chatlab.js';
+import { createChatRequest, pickMembers, seedUsers, think, thresholds } from './lib/chatlab.js';
 
 const MEMBERS = parseInt(__ENV.MEMBERS || '50', 10);
 const STAGE = __ENV.STAGE || '30s';
@@ -29,21 +30,12 @@ export const options = {
 };
 
 export function setup() {
-  const res = http.post(`${env.baseUrl}/v1/users/bulk`, JSON.stringify({ count: 2000 }), {
-    headers: { 'Content-Type': 'application/json' },
-    tags: { op: 'setup' },
-  });
-  check(res, { 'users seeded': (r) => r.status === 201 });
-  return { ids: res.json('ids') };
+  return { users: seedUsers(2000) };
 }
 
 export default function (data) {
-  const members = pickMembers(data.ids, MEMBERS);
-  const res = http.post(
-    `${env.baseUrl}/v1/chats`,
-    JSON.stringify({ name: 'k6 ramp', creator_id: members[0], member_ids: members.slice(1) }),
-    writeParams('create'),
-  );
+  const members = pickMembers(data.users, MEMBERS);
+  const res = http.post(...createChatRequest('k6 ramp', members));
   check(res, { 'chat created': (r) => r.status === 201 });
   think();
 }

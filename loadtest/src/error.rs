@@ -44,6 +44,10 @@ pub enum LoadError {
         /// What went wrong.
         message: String,
     },
+    /// Signing the seeded users' tokens: a bad secret, or no random bytes
+    /// for a generated one.
+    #[error("tokens: {0}")]
+    Auth(String),
     /// A database answer the checks cannot read.
     #[error("database: {0}")]
     Database(String),

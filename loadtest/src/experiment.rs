@@ -13,20 +13,20 @@ use crate::baseline::{self, BaselineSpec};
 use crate::charts;
 use crate::choice::Choice;
 use crate::error::LoadError;
-use crate::fleet::{Fleet, FleetSpec};
+use crate::fleet::{External, Fleet, FleetSpec};
 use crate::otlp_sink::{OtlpSink, SinkCounts};
 use crate::prom::HistogramSnapshot;
 use crate::report::CellResult;
 use crate::runner::{self, Model, RunOutcome, VariantOutcome};
 use crate::sampler::{self, Sampler, ServerStats};
-use crate::scenario::{Overrides, Scenario, SeedSpec, Seeded, Workload, seed};
+use crate::scenario::{Overrides, Scenario, SeedAt, SeedSpec, Seeded, Workload, seed};
 use crate::schedule::Stage;
 
 /// Where the load goes.
 #[derive(Debug, Clone)]
 pub enum Servers {
     /// Servers someone else runs.
-    External(Vec<String>),
+    External(External),
     /// Servers the harness starts (and restarts per pool size).
     Spawn(FleetSpec),
 }
@@ -117,9 +117,11 @@ pub struct MatrixSpec {
 /// The servers under load and how to watch them.
 #[derive(Debug, Clone)]
 pub struct Watched {
-    /// Their URLs.
+    /// Their public URLs, where the load goes.
     pub targets: Vec<String>,
-    /// Their pids, when known (else found by port).
+    /// Their operator URLs (`OPS_ADDR`), scraped for `/metrics`.
+    pub ops: Vec<String>,
+    /// Their pids, in the order of `ops`, when known (else found by port).
     pub pids: Vec<Option<u32>>,
     /// Sampling period.
     pub sample_interval: Duration,
@@ -136,7 +138,7 @@ pub async fn measure(
 ) -> (RunOutcome, ServerStats) {
     let sampler = Sampler::start(
         client.clone(),
-        watched.targets.clone(),
+        watched.ops.clone(),
         watched.pids.clone(),
         watched.sample_interval,
     )
@@ -354,8 +356,14 @@ async fn start_fleet(
     variant: usize,
     pool: u32,
 ) -> Result<FleetUnderTest, LoadError> {
-    let (fleet, targets, pids) = match &spec.servers {
-        Servers::External(urls) => (None, urls.clone(), sampler::external_pids(urls)),
+    let (fleet, targets, ops, pids, signer) = match &spec.servers {
+        Servers::External(external) => (
+            None,
+            external.targets.clone(),
+            external.ops.clone(),
+            sampler::external_pids(&external.ops),
+            external.signer.clone(),
+        ),
         Servers::Spawn(fleet_spec) => {
             let mut fs = fleet_spec.clone();
             fs.env.extend(spec.variants[variant].env.iter().cloned());
@@ -363,14 +371,15 @@ async fn start_fleet(
                 fs.env.push(("DB_POOL_MAX_SIZE".into(), pool.to_string()));
             }
             let fleet = Fleet::start(&fs, client).await?;
-            let (urls, pids) = (fleet.urls(), fleet.pids());
-            (Some(fleet), urls, pids)
+            let (urls, ops, pids) = (fleet.urls(), fleet.ops_urls(), fleet.pids());
+            (Some(fleet), urls, ops, pids, fs.signer.clone())
         }
     };
-    let first = targets
-        .first()
-        .ok_or_else(|| LoadError::Usage("no target server".into()))?
-        .clone();
+    let (Some(first), Some(first_ops)) = (targets.first(), ops.first()) else {
+        return Err(LoadError::Usage(
+            "no target server, or no operator URL (--ops-url)".into(),
+        ));
+    };
     let first_scenario = spec
         .scenarios
         .first()
@@ -379,7 +388,11 @@ async fn start_fleet(
     let needs_chats = spec.scenarios.iter().find(|s| s.needs_chats());
     let seeded = seed(
         client,
-        &first,
+        SeedAt {
+            public: first,
+            ops: first_ops,
+            signer: &signer,
+        },
         SeedSpec {
             members: max_members,
             users: spec.seed_users.max(max_members * 4),
@@ -412,6 +425,7 @@ async fn start_fleet(
         _fleet: fleet,
         watched: Watched {
             targets,
+            ops,
             pids,
             sample_interval: spec.sample_interval,
         },

@@ -11,8 +11,11 @@
 //!   hang-ups, or a soak), then the invariants.
 //!
 //! Traffic goes only to the given (loopback) servers, and every loop is
-//! bounded by its duration.
+//! bounded by its duration. Load goes to the servers' public listeners, as
+//! seeded users holding bearer tokens the harness signed; metrics, audits
+//! and bulk seeding go to their operator listeners (`OPS_ADDR`).
 
+mod auth;
 mod baseline;
 mod broker_check;
 mod charts;

@@ -60,7 +60,9 @@ struct Watch {
 
 impl Sampler {
     /// Takes the first scrape of each server now, then samples every
-    /// `interval` until [`Sampler::finish`].
+    /// `interval` until [`Sampler::finish`]. `urls` are the servers'
+    /// operator URLs (`OPS_ADDR`, where `/metrics` answers); `pids` are in
+    /// their order.
     pub async fn start(
         client: reqwest::Client,
         urls: Vec<String>,
@@ -192,8 +194,8 @@ fn summarise(stats: &mut ServerStats, watches: &[Watch], elapsed: f64) {
     stats.cpu_percent = 100.0 * cpu / elapsed;
 }
 
-/// One scrape of a server's `/metrics` (2 s at most); `None` when it does
-/// not answer.
+/// One scrape of a server's `/metrics` on its operator URL `url` (2 s at
+/// most); `None` when it does not answer.
 pub async fn scrape(client: &reqwest::Client, url: &str) -> Option<Exposition> {
     let resp = client
         .get(format!("{url}/metrics"))

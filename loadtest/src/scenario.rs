@@ -1,12 +1,21 @@
 //! What the virtual users do: the scenarios, the data they need seeded, and
 //! one request of each.
+//!
+//! Every chat request carries the acting user's bearer token, signed before
+//! the run for each seeded user: createChat as its creator, sendMessage as
+//! a member, reads as a member, import jobs as the chat's creator (its
+//! owner). Users are seeded through the operator listener
+//! (`POST /v1/users/bulk` on `OPS_ADDR`), chats through the public one.
 
+use std::collections::HashMap;
 use std::str::FromStr;
 use std::time::Duration;
 
+use reqwest::header::{AUTHORIZATION, HeaderValue};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
+use crate::auth::Signer;
 use crate::error::LoadError;
 use crate::traces::TraceParent;
 use chatlab_domain::{InsertStrategy, PublishMode};
@@ -197,8 +206,42 @@ impl Rng {
 pub struct Seeded {
     /// User ids.
     pub users: Vec<Uuid>,
-    /// Chats for send/read, with their members.
+    /// Chats for send/read, with their members, the creator (the chat's
+    /// owner) first.
     pub chats: Vec<(Uuid, Vec<Uuid>)>,
+    /// `Authorization: Bearer <token>` of every seeded user, signed before
+    /// the run.
+    pub bearers: HashMap<Uuid, HeaderValue>,
+}
+
+impl Seeded {
+    /// The `Authorization` header value of seeded user `user`.
+    pub fn bearer(&self, user: &Uuid) -> Option<&HeaderValue> {
+        self.bearers.get(user)
+    }
+
+    /// Signs a token for each of `users` that has none yet.
+    fn sign(&mut self, signer: &Signer) -> Result<(), LoadError> {
+        for &user in &self.users {
+            if let std::collections::hash_map::Entry::Vacant(slot) = self.bearers.entry(user) {
+                slot.insert(signer.bearer(user)?);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Where to seed: the public URL (chats), the operator URL (users), and
+/// the signer of the servers' tokens.
+#[derive(Debug, Clone, Copy)]
+pub struct SeedAt<'a> {
+    /// A server's public URL.
+    pub public: &'a str,
+    /// A server's operator URL (`OPS_ADDR`), where `POST /v1/users/bulk`
+    /// answers.
+    pub ops: &'a str,
+    /// Signs the seeded users' tokens.
+    pub signer: &'a Signer,
 }
 
 /// How much to seed and how big a chat is.
@@ -212,19 +255,26 @@ pub struct SeedSpec {
     pub chats: usize,
 }
 
-/// Seeds users through `POST /v1/users/bulk` and, when needed, chats.
+/// Seeds users through `POST /v1/users/bulk` on the operator listener,
+/// signs a token for each, and, when needed, seeds chats through the
+/// public listener, each created by its first member.
 pub async fn seed(
     client: &reqwest::Client,
-    base: &str,
+    at: SeedAt<'_>,
     spec: SeedSpec,
     scenario: &Scenario,
 ) -> Result<Seeded, LoadError> {
+    let SeedAt {
+        public: base,
+        ops,
+        signer,
+    } = at;
     let mut seeded = Seeded::default();
     let wanted = spec.users.max(spec.members).max(2);
     while seeded.users.len() < wanted {
         let count = (wanted - seeded.users.len()).min(50_000);
         let resp = client
-            .post(format!("{base}/v1/users/bulk"))
+            .post(format!("{ops}/v1/users/bulk"))
             .json(&json!({ "count": count, "name_prefix": "load-" }))
             .timeout(Duration::from_secs(120))
             .send()
@@ -249,22 +299,32 @@ pub async fn seed(
                 .filter_map(|v| v.as_str()?.parse::<Uuid>().ok()),
         );
     }
+    seeded.sign(signer)?;
     if scenario.needs_chats() {
         let mut rng = Rng::new(0xC4A7);
         for i in 0..spec.chats.max(1) {
             let members = pick_members(&seeded.users, 10.min(seeded.users.len()), &mut rng);
-            let resp = client
-                .post(format!("{base}/v1/chats"))
-                .json(&json!({
-                    "name": format!("load seed {i}"),
-                    "creator_id": members[0],
-                    "member_ids": &members[1..],
-                }))
+            let (creator, others) = members
+                .split_first()
+                .ok_or_else(|| LoadError::http("seeding chats", "no users seeded"))?;
+            let mut request = client.post(format!("{base}/v1/chats")).json(&json!({
+                "name": format!("load seed {i}"),
+                "member_ids": others,
+            }));
+            if let Some(bearer) = seeded.bearer(creator) {
+                request = request.header(AUTHORIZATION, bearer.clone());
+            }
+            let resp = request
                 .send()
                 .await
                 .map_err(|e| LoadError::http("seeding chats", e))?;
             if !resp.status().is_success() {
-                return Err(LoadError::http("seeding chats", resp.status()));
+                let status = resp.status();
+                let body = resp.text().await.unwrap_or_default();
+                return Err(LoadError::http(
+                    "seeding chats",
+                    format!("{status}: {body}"),
+                ));
             }
             let body: Value = resp
                 .json()
@@ -307,13 +367,18 @@ pub struct Workload {
     pub members: usize,
     /// Share of requests sent with a sampled `traceparent` (0: none).
     pub trace_fraction: f64,
-    /// The import job's chat and JSON body, built once: the server gives
-    /// every imported message a new id, so the same body serves every job.
-    import: Option<(Uuid, bytes::Bytes)>,
+    /// The import job's chat, JSON body and owner's `Authorization`, built
+    /// once: the server gives every imported message a new id, so the same
+    /// body serves every job.
+    import: Option<(Uuid, bytes::Bytes, Option<HeaderValue>)>,
+    /// The `Authorization` of the fixed GET (`get:/path`), if any.
+    get_bearer: Option<HeaderValue>,
 }
 
 impl Workload {
-    /// The workload; builds the import body when the scenario has one.
+    /// The workload; builds the import body when the scenario has one. The
+    /// fixed GET of `get:/path` goes as the first seeded user, if any
+    /// ([`Workload::with_get_bearer`] changes that).
     pub fn new(scenario: Scenario, seeded: Seeded, members: usize) -> Self {
         let import = match &scenario {
             Scenario::Import {
@@ -334,16 +399,28 @@ impl Workload {
                     "chunk_size": chunk,
                     "parallelism": parallelism,
                 });
-                (*chat, bytes::Bytes::from(body.to_string()))
+                let owner = chat_members.first().and_then(|u| seeded.bearer(u)).cloned();
+                (*chat, bytes::Bytes::from(body.to_string()), owner)
             }),
             _ => None,
         };
+        let get_bearer = seeded.users.first().and_then(|u| seeded.bearer(u)).cloned();
         Self {
             scenario,
             seeded,
             members,
             trace_fraction: 0.0,
             import,
+            get_bearer,
+        }
+    }
+
+    /// The same workload with the fixed GET sent with `bearer` as its
+    /// `Authorization` (`None`: none).
+    pub fn with_get_bearer(self, bearer: Option<HeaderValue>) -> Self {
+        Self {
+            get_bearer: bearer,
+            ..self
         }
     }
 
@@ -357,7 +434,8 @@ impl Workload {
 }
 
 /// Sends one operation, with `trace` as its `traceparent` when given;
-/// answers the HTTP status (0 for a transport error or timeout).
+/// answers the HTTP status (0 for a transport error or timeout, or when
+/// there is nothing to send it to).
 pub async fn send(
     client: &reqwest::Client,
     base: &str,
@@ -367,49 +445,79 @@ pub async fn send(
     trace: Option<&TraceParent>,
     rng: &mut Rng,
 ) -> u16 {
+    let Some(request) = request(client, base, op, work, overrides, trace, rng) else {
+        return 0;
+    };
+    match request.send().await {
+        Ok(resp) => {
+            let status = resp.status().as_u16();
+            // Read the body so the connection goes back to the pool.
+            let _ = resp.bytes().await;
+            status
+        }
+        Err(_) => 0,
+    }
+}
+
+/// One operation as a request, as the acting user (`None`: no seeded chat
+/// to send it to).
+fn request(
+    client: &reqwest::Client,
+    base: &str,
+    op: Op,
+    work: &Workload,
+    overrides: &Overrides,
+    trace: Option<&TraceParent>,
+    rng: &mut Rng,
+) -> Option<reqwest::RequestBuilder> {
     let (scenario, seeded, members) = (&work.scenario, &work.seeded, work.members);
-    let request = match op {
+    let (request, bearer) = match op {
         Op::Create => {
             let m = pick_members(&seeded.users, members, rng);
-            client.post(format!("{base}/v1/chats")).json(&json!({
+            let (creator, others) = m.split_first()?;
+            let request = client.post(format!("{base}/v1/chats")).json(&json!({
                 "name": "load",
-                "creator_id": m[0],
-                "member_ids": &m[1..],
-            }))
+                "member_ids": others,
+            }));
+            (request, seeded.bearer(creator))
         }
         Op::Send => {
-            let Some((chat, chat_members)) = seeded.chats.get(rng.below(seeded.chats.len())) else {
-                return 0;
-            };
-            let sender = chat_members[rng.below(chat_members.len())];
-            client
+            let (chat, chat_members) = seeded.chats.get(rng.below(seeded.chats.len()))?;
+            let sender = chat_members.get(rng.below(chat_members.len()))?;
+            let request = client
                 .post(format!("{base}/v1/chats/{chat}/messages"))
-                .json(&json!({ "sender_id": sender, "body": "hello from chatlab-load" }))
+                .json(&json!({ "body": "hello from chatlab-load" }));
+            (request, seeded.bearer(sender))
         }
         Op::Read => {
-            let Some((chat, _)) = seeded.chats.get(rng.below(seeded.chats.len())) else {
-                return 0;
-            };
-            client.get(format!("{base}/v1/chats/{chat}/messages?limit=20"))
+            let (chat, chat_members) = seeded.chats.get(rng.below(seeded.chats.len()))?;
+            let reader = chat_members.get(rng.below(chat_members.len()))?;
+            let request = client.get(format!("{base}/v1/chats/{chat}/messages?limit=20"));
+            (request, seeded.bearer(reader))
         }
         Op::Import => {
-            let Some((chat, body)) = &work.import else {
-                return 0;
-            };
-            client
+            let (chat, body, owner) = work.import.as_ref()?;
+            let request = client
                 .post(format!("{base}/v1/chats/{chat}/messages/import"))
                 .header("content-type", "application/json")
-                .body(body.clone())
+                .body(body.clone());
+            (request, owner.as_ref())
         }
         Op::Get => {
             let path = match scenario {
                 Scenario::Get { path } => path.as_str(),
                 _ => "/healthz",
             };
-            client.get(format!("{base}{path}"))
+            (
+                client.get(format!("{base}{path}")),
+                work.get_bearer.as_ref(),
+            )
         }
     };
     let mut request = request;
+    if let Some(bearer) = bearer {
+        request = request.header(AUTHORIZATION, bearer.clone());
+    }
     if let Some(trace) = trace {
         request = request.header("traceparent", trace.header());
     }
@@ -421,15 +529,7 @@ pub async fn send(
             request = request.header("x-chatlab-publish-mode", m.as_str());
         }
     }
-    match request.send().await {
-        Ok(resp) => {
-            let status = resp.status().as_u16();
-            // Read the body so the connection goes back to the pool.
-            let _ = resp.bytes().await;
-            status
-        }
-        Err(_) => 0,
-    }
+    Some(request)
 }
 
 #[cfg(test)]
@@ -484,6 +584,165 @@ mod tests {
         assert!((counts[0] as f64 / 100_000.0 - 0.1).abs() < 0.01);
         assert!((counts[1] as f64 / 100_000.0 - 0.3).abs() < 0.01);
         assert!((counts[2] as f64 / 100_000.0 - 0.6).abs() < 0.01);
+    }
+
+    /// 30 users, three chats of ten (creator first), every token signed.
+    fn signed_seed(signer: &Signer) -> Seeded {
+        let users: Vec<Uuid> = (0..30).map(|_| Uuid::now_v7()).collect();
+        let chats = (0..3)
+            .map(|i| (Uuid::now_v7(), users[i * 10..i * 10 + 10].to_vec()))
+            .collect();
+        let mut seeded = Seeded {
+            users,
+            chats,
+            bearers: HashMap::new(),
+        };
+        seeded.sign(signer).unwrap();
+        seeded
+    }
+
+    fn built(work: &Workload, op: Op, rng: &mut Rng) -> reqwest::Request {
+        let client = reqwest::Client::new();
+        let overrides = Overrides {
+            strategy: Some(InsertStrategy::Batch),
+            publish_mode: None,
+        };
+        request(
+            &client,
+            "http://127.0.0.1:9",
+            op,
+            work,
+            &overrides,
+            None,
+            rng,
+        )
+        .expect("a request")
+        .build()
+        .unwrap()
+    }
+
+    /// The user the request's token speaks for, verified by chatlab-auth.
+    fn acting(req: &reqwest::Request, signer: &Signer) -> Uuid {
+        let header = req.headers().get(AUTHORIZATION).expect("a bearer token");
+        crate::auth::tests::subject(signer.secret(), signer.issuer(), header)
+    }
+
+    fn body(req: &reqwest::Request) -> Value {
+        serde_json::from_slice(req.body().and_then(|b| b.as_bytes()).expect("a body")).unwrap()
+    }
+
+    /// The chat id in `/v1/chats/{id}/...`.
+    fn chat_of(req: &reqwest::Request) -> Uuid {
+        req.url()
+            .path_segments()
+            .unwrap()
+            .nth(2)
+            .unwrap()
+            .parse()
+            .unwrap()
+    }
+
+    fn members_of(seeded: &Seeded, chat: Uuid) -> &[Uuid] {
+        &seeded.chats.iter().find(|(id, _)| *id == chat).unwrap().1
+    }
+
+    #[test]
+    fn create_chat_goes_as_its_creator_without_creator_id() {
+        let signer = Signer::generate("chatlab").unwrap();
+        let work = Workload::new(Scenario::CreateChat, signed_seed(&signer), 7);
+        let mut rng = Rng::new(11);
+        for _ in 0..50 {
+            let req = built(&work, Op::Create, &mut rng);
+            assert_eq!(req.url().path(), "/v1/chats");
+            let body = body(&req);
+            let mut keys: Vec<&String> = body.as_object().unwrap().keys().collect();
+            keys.sort();
+            assert_eq!(keys, ["member_ids", "name"]);
+            let others: Vec<Uuid> = serde_json::from_value(body["member_ids"].clone()).unwrap();
+            assert_eq!(others.len(), 6);
+            let creator = acting(&req, &signer);
+            assert!(work.seeded.users.contains(&creator));
+            assert!(!others.contains(&creator));
+            assert_eq!(req.headers()["x-chatlab-insert-strategy"], "batch");
+        }
+    }
+
+    #[test]
+    fn messages_are_sent_and_read_as_members_of_the_chat() {
+        let signer = Signer::generate("chatlab").unwrap();
+        let work = Workload::new(
+            Scenario::Mix { weights: [0, 1, 1] },
+            signed_seed(&signer),
+            7,
+        );
+        let mut rng = Rng::new(5);
+        let mut senders = std::collections::HashSet::new();
+        for _ in 0..100 {
+            let req = built(&work, Op::Send, &mut rng);
+            assert_eq!(req.method(), reqwest::Method::POST);
+            assert_eq!(body(&req), json!({ "body": "hello from chatlab-load" }));
+            let sender = acting(&req, &signer);
+            assert!(members_of(&work.seeded, chat_of(&req)).contains(&sender));
+            senders.insert(sender);
+
+            let req = built(&work, Op::Read, &mut rng);
+            assert_eq!(req.method(), reqwest::Method::GET);
+            assert!(req.url().path().ends_with("/messages"));
+            assert!(members_of(&work.seeded, chat_of(&req)).contains(&acting(&req, &signer)));
+            assert!(req.headers().get("x-chatlab-insert-strategy").is_none());
+        }
+        // Not always the creator: any member may send.
+        assert!(senders.len() > 3);
+    }
+
+    #[test]
+    fn import_jobs_go_as_the_chats_owner() {
+        let signer = Signer::generate("chatlab").unwrap();
+        let scenario = Scenario::Import {
+            rows: 25,
+            chunk: 10,
+            parallelism: 2,
+        };
+        let work = Workload::new(scenario, signed_seed(&signer), 7);
+        let req = built(&work, Op::Import, &mut Rng::new(1));
+        let chat = chat_of(&req);
+        let members = members_of(&work.seeded, chat);
+        assert_eq!(acting(&req, &signer), members[0]);
+        let body = body(&req);
+        let messages = body["messages"].as_array().unwrap();
+        assert_eq!(messages.len(), 25);
+        for m in messages {
+            let sender: Uuid = m["sender_id"].as_str().unwrap().parse().unwrap();
+            assert!(members.contains(&sender));
+        }
+    }
+
+    #[test]
+    fn the_fixed_get_goes_as_the_first_seeded_user_unless_told() {
+        let signer = Signer::generate("chatlab").unwrap();
+        let seeded = signed_seed(&signer);
+        let first = seeded.users[0];
+        let work = Workload::new(
+            Scenario::Get {
+                path: "/v1/users/x".into(),
+            },
+            seeded,
+            1,
+        );
+        let req = built(&work, Op::Get, &mut Rng::new(1));
+        assert_eq!(acting(&req, &signer), first);
+        let work = work.with_get_bearer(None);
+        let req = built(&work, Op::Get, &mut Rng::new(1));
+        assert!(req.headers().get(AUTHORIZATION).is_none());
+        let bare = Workload::new(
+            Scenario::Get {
+                path: "/healthz".into(),
+            },
+            Seeded::default(),
+            1,
+        );
+        let req = built(&bare, Op::Get, &mut Rng::new(1));
+        assert!(req.headers().get(AUTHORIZATION).is_none());
     }
 
     #[test]

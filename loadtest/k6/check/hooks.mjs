@@ -1,11 +1,14 @@
-// Module hooks for check.mjs: `k6` and `k6/http` resolve to the recording
-// stubs beside this file, and a script imported with a `?case=` query
-// passes it on to its own imports (lib/chatlab.js), so each case reads
-// its own __ENV instead of a cached module's.
+// Module hooks for check.mjs: `k6`, `k6/http`, `k6/crypto` and
+// `k6/encoding` resolve to the stubs beside this file, and a script
+// imported with a `?case=` query passes it on to its own imports
+// (lib/chatlab.js), so each case reads its own __ENV instead of a cached
+// module's.
+const STUBS = { k6: 'k6', 'k6/http': 'http', 'k6/crypto': 'crypto', 'k6/encoding': 'encoding' };
+
 export async function resolve(specifier, context, next) {
-  if (specifier === 'k6' || specifier === 'k6/http') {
-    const name = specifier === 'k6' ? 'k6' : 'http';
-    return { url: new URL(`./stub-${name}.mjs`, import.meta.url).href, shortCircuit: true };
+  if (Object.hasOwn(STUBS, specifier)) {
+    const url = new URL(`./stub-${STUBS[specifier]}.mjs`, import.meta.url).href;
+    return { url, shortCircuit: true };
   }
   const resolved = await next(specifier, context);
   const parent = context.parentURL ? new URL(context.parentURL) : null;

@@ -1,8 +1,16 @@
 // What every chatlab k6 script shares: its settings from the environment,
 // the scenario (closed or open model), thresholds per operation, the
-// override headers and think time. It mirrors chatlab-load's flags:
+// override headers, think time, seeding and bearer tokens. It mirrors
+// chatlab-load's flags:
 //
-//   BASE_URL      the server (default http://127.0.0.1:8080)
+//   BASE_URL      the server's public listener (default http://127.0.0.1:8080)
+//   OPS_URL       its operator listener, OPS_ADDR (default
+//                 http://127.0.0.1:9464): users are seeded there
+//                 (POST /v1/users/bulk answers nowhere else)
+//   CHATLAB_JWT_SECRET  the server's CHATLAB_JWT_SECRET (required): every
+//                 chat request carries an HS256 token signed with it for
+//                 the acting user, signed once per seeded user in setup
+//   CHATLAB_JWT_ISSUER  the server's issuer (default chatlab)
 //   MODEL         closed (default: VUS users looping) or open (RATE
 //                 requests per second whatever the latency: k6's
 //                 constant-arrival-rate, chatlab-load --rate)
@@ -19,10 +27,21 @@
 //   P95_MS, P99_MS, MAX_ERROR_RATE  the thresholds (default 500, 1000, 0.01)
 //
 // The server honours the two headers only with CHATLAB_ALLOW_OVERRIDES=true.
-import { sleep } from 'k6';
+import http from 'k6/http';
+import { check, sleep } from 'k6';
+import crypto from 'k6/crypto';
+import encoding from 'k6/encoding';
+
+// Tokens live longer than any run (seconds).
+const TOKEN_TTL = 24 * 60 * 60;
+// HS256 wants at least 32 bytes of secret (chatlab refuses less).
+const MIN_SECRET_BYTES = 32;
 
 export const env = {
   baseUrl: __ENV.BASE_URL || 'http://127.0.0.1:8080',
+  opsUrl: __ENV.OPS_URL || 'http://127.0.0.1:9464',
+  jwtSecret: __ENV.CHATLAB_JWT_SECRET || '',
+  jwtIssuer: __ENV.CHATLAB_JWT_ISSUER || 'chatlab',
   model: (__ENV.MODEL || 'closed').toLowerCase(),
   vus: positive('VUS', 60),
   rate: positive('RATE', 200),
@@ -45,6 +64,22 @@ if (env.publishMode && !PUBLISH_MODES.includes(env.publishMode)) {
 }
 if (env.model !== 'closed' && env.model !== 'open') {
   throw new Error(`MODEL=${env.model}: expected closed or open`);
+}
+if (!env.jwtSecret) {
+  throw new Error("CHATLAB_JWT_SECRET is not set: give the server's secret, so tokens can be signed for the seeded users");
+}
+if (utf8Length(env.jwtSecret) < MIN_SECRET_BYTES) {
+  throw new Error(`CHATLAB_JWT_SECRET is ${utf8Length(env.jwtSecret)} bytes: HS256 needs at least ${MIN_SECRET_BYTES}`);
+}
+
+// Bytes of `s` in UTF-8 (the HMAC key is the secret's bytes).
+function utf8Length(s) {
+  let n = 0;
+  for (const ch of s) {
+    const c = ch.codePointAt(0);
+    n += c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
+  }
+  return n;
 }
 
 function positive(name, fallback) {
@@ -92,18 +127,57 @@ export function thresholds(ops) {
   return t;
 }
 
-// Request parameters of a write: JSON, the overrides, and the tags a
-// summary splits by.
-export function writeParams(op) {
-  const headers = { 'Content-Type': 'application/json' };
+// An HS256 JWT for user `id`, as chatlab verifies it: subject, issuer,
+// issued now, expiring after TOKEN_TTL.
+export function token(id) {
+  const now = Math.floor(Date.now() / 1000);
+  const header = encoding.b64encode(JSON.stringify({ alg: 'HS256', typ: 'JWT' }), 'rawurl');
+  const claims = encoding.b64encode(
+    JSON.stringify({ sub: id, iss: env.jwtIssuer, iat: now, exp: now + TOKEN_TTL }),
+    'rawurl',
+  );
+  const signed = `${header}.${claims}`;
+  return `${signed}.${crypto.hmac('sha256', env.jwtSecret, signed, 'base64rawurl')}`;
+}
+
+// `count` users seeded through the operator listener, each with its token
+// signed now (before the measured phase): [{ id, token }].
+export function seedUsers(count) {
+  const res = http.post(`${env.opsUrl}/v1/users/bulk`, JSON.stringify({ count }), {
+    headers: { 'Content-Type': 'application/json' },
+    tags: { op: 'setup' },
+  });
+  check(res, { 'users seeded': (r) => r.status === 201 });
+  if (res.status !== 201) {
+    throw new Error(`POST ${env.opsUrl}/v1/users/bulk answered ${res.status}: is OPS_URL the server's OPS_ADDR?`);
+  }
+  return res.json('ids').map((id) => ({ id, token: token(id) }));
+}
+
+function authorization(user) {
+  return { Authorization: `Bearer ${user.token}` };
+}
+
+// Request parameters of a write as `user` ({ id, token }): JSON, the
+// bearer token, the overrides, and the tags a summary splits by.
+export function writeParams(op, user) {
+  const headers = Object.assign({ 'Content-Type': 'application/json' }, authorization(user));
   if (env.strategy) headers['X-Chatlab-Insert-Strategy'] = env.strategy;
   if (env.publishMode) headers['X-Chatlab-Publish-Mode'] = env.publishMode;
   return { headers, tags: tags(op) };
 }
 
-// Request parameters of a read.
-export function readParams(op) {
-  return { tags: tags(op) };
+// Request parameters of a read as `user`.
+export function readParams(op, user) {
+  return { headers: authorization(user), tags: tags(op) };
+}
+
+// Request parameters of setup's own writes as `user`: no override header.
+export function setupParams(user) {
+  return {
+    headers: Object.assign({ 'Content-Type': 'application/json' }, authorization(user)),
+    tags: { op: 'setup' },
+  };
 }
 
 function tags(op) {
@@ -120,8 +194,20 @@ export function think() {
 }
 
 // `count` members from the seeded users: a random window, creator first.
-export function pickMembers(ids, count) {
-  const n = Math.min(count, ids.length);
-  const start = Math.floor(Math.random() * (ids.length - n + 1));
-  return ids.slice(start, start + n);
+export function pickMembers(users, count) {
+  const n = Math.min(count, users.length);
+  const start = Math.floor(Math.random() * (users.length - n + 1));
+  return users.slice(start, start + n);
+}
+
+// createChat as the first of `members` (the creator, whom the server
+// takes from the token and always makes a member), the others listed:
+// http.post's arguments. `params` default to a write's (tag op:create).
+export function createChatRequest(name, members, params) {
+  const [creator, ...others] = members;
+  return [
+    `${env.baseUrl}/v1/chats`,
+    JSON.stringify({ name, member_ids: others.map((u) => u.id) }),
+    params || writeParams('create', creator),
+  ];
 }

@@ -7,12 +7,11 @@ use std::time::Duration;
 use clap::Args;
 
 use crate::experiment::closed;
-use crate::fleet::Fleet;
-use crate::scenario::{Scenario, SeedSpec, Workload, seed};
+use crate::scenario::{Scenario, SeedAt, SeedSpec, Workload, seed};
 use crate::schedule::parse_duration;
 use crate::{runner, scenario};
 
-use super::{ServerArgs, fleet_spec, http_client, results_dir};
+use super::{ServerArgs, deploy, http_client, results_dir};
 use crate::error::LoadError;
 
 #[derive(Debug, Args)]
@@ -38,29 +37,21 @@ pub(crate) struct CrosscheckArgs {
 pub(crate) async fn crosscheck(args: CrosscheckArgs) -> Result<bool, LoadError> {
     let out = results_dir(&args.servers.results_dir, "crosscheck");
     let client = http_client(args.vus)?;
-    let fleet = match args.servers.spawn {
-        Some(n) => Some(Fleet::start(&fleet_spec(&args.servers, n, &out), &client).await?),
-        None => None,
-    };
-    let target = match &fleet {
-        Some(f) => f
-            .urls()
-            .first()
-            .cloned()
-            .ok_or_else(|| LoadError::Usage("no server started".into()))?,
-        None => args
-            .servers
-            .target
-            .first()
-            .cloned()
-            .ok_or_else(|| LoadError::Usage("no --target".into()))?,
-    };
-    let path = match &args.path {
-        Some(p) => p.clone(),
+    let deployed = deploy(&args.servers, &out, &client).await?;
+    let (target, target_ops) = deployed.first()?;
+    let target = target.to_owned();
+    // The default path reads a seeded chat: both tools send the same
+    // member's token. A given path goes without one.
+    let (path, bearer) = match &args.path {
+        Some(p) => (p.clone(), None),
         None => {
             let seeded = seed(
                 &client,
-                &target,
+                SeedAt {
+                    public: &target,
+                    ops: target_ops,
+                    signer: &deployed.signer,
+                },
                 SeedSpec {
                     members: 10,
                     users: 100,
@@ -69,19 +60,27 @@ pub(crate) async fn crosscheck(args: CrosscheckArgs) -> Result<bool, LoadError> 
                 &Scenario::ReadMessages,
             )
             .await?;
-            let (chat, _) = seeded
+            let (chat, members) = seeded
                 .chats
                 .first()
                 .ok_or_else(|| LoadError::http("seeding chats", "none seeded"))?;
-            format!("/v1/chats/{chat}/messages?limit=20")
+            let bearer = members.first().and_then(|m| seeded.bearer(m)).cloned();
+            (format!("/v1/chats/{chat}/messages?limit=20"), bearer)
         }
     };
     let url = format!("{target}{path}");
     let secs = args.duration.as_secs().max(1);
-    let wrk = std::process::Command::new("wrk")
-        .arg("-t2")
+    let mut wrk = std::process::Command::new("wrk");
+    wrk.arg("-t2")
         .arg(format!("-c{}", args.vus))
-        .arg(format!("-d{secs}s"))
+        .arg(format!("-d{secs}s"));
+    if let Some(bearer) = &bearer {
+        let value = bearer
+            .to_str()
+            .map_err(|e| LoadError::Auth(format!("the token as a header: {e}")))?;
+        wrk.arg("-H").arg(format!("Authorization: {value}"));
+    }
+    let wrk = wrk
         .arg(&url)
         .output()
         .map_err(|e| LoadError::program("wrk", format!("{e} (apt-get install wrk)")))?;
@@ -93,11 +92,14 @@ pub(crate) async fn crosscheck(args: CrosscheckArgs) -> Result<bool, LoadError> 
         .ok_or_else(|| {
             LoadError::program("wrk", format!("no Requests/sec in its output:\n{wrk_out}"))
         })?;
-    let work = Arc::new(Workload::new(
-        Scenario::Get { path: path.clone() },
-        scenario::Seeded::default(),
-        1,
-    ));
+    let work = Arc::new(
+        Workload::new(
+            Scenario::Get { path: path.clone() },
+            scenario::Seeded::default(),
+            1,
+        )
+        .with_get_bearer(bearer),
+    );
     let outcome = runner::run(
         client,
         vec![target],
@@ -107,7 +109,7 @@ pub(crate) async fn crosscheck(args: CrosscheckArgs) -> Result<bool, LoadError> 
         "chatlab-load",
     )
     .await;
-    drop(fleet);
+    drop(deployed);
     let ours = outcome.total().requests() as f64 / outcome.elapsed.as_secs_f64();
     let diff = 100.0 * (ours - wrk_rps).abs() / wrk_rps.max(1e-9);
     println!(

@@ -16,7 +16,7 @@ use crate::thresholds::Threshold;
 use crate::{baseline, charts, report};
 
 use super::{
-    ServerArgs, TraceArgs, chart_subtitle, check, fleet_spec, http_client, machine_note,
+    ServerArgs, TraceArgs, chart_subtitle, check, external, fleet_spec, http_client, machine_note,
     results_dir,
 };
 use crate::error::LoadError;
@@ -85,7 +85,7 @@ pub(crate) async fn matrix(args: MatrixArgs) -> Result<bool, LoadError> {
     let out = results_dir(&args.servers.results_dir, &args.name);
     let client = http_client(args.vus.iter().copied().max().unwrap_or(1))?;
     let servers = match args.servers.spawn {
-        Some(n) => Servers::Spawn(fleet_spec(&args.servers, n, &out)),
+        Some(n) => Servers::Spawn(fleet_spec(&args.servers, n, &out)?),
         None => {
             if args.pool_sizes.iter().any(|&p| p > 0) || !args.variants.is_empty() {
                 return Err(LoadError::Usage(
@@ -93,7 +93,7 @@ pub(crate) async fn matrix(args: MatrixArgs) -> Result<bool, LoadError> {
                         .into(),
                 ));
             }
-            Servers::External(args.servers.target.clone())
+            Servers::External(external(&args.servers)?)
         }
     };
     let variants = if args.variants.is_empty() {

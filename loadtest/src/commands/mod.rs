@@ -9,14 +9,17 @@ pub(crate) mod pgbench;
 pub(crate) mod run;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
 
+use crate::auth::{DEFAULT_ISSUER, Signer};
 use crate::error::LoadError;
 use crate::experiment::parse_kv;
-use crate::fleet::FleetSpec;
+use crate::fleet::{External, Fleet, FleetSpec};
 use crate::report::CellResult;
+use crate::sampler;
 use crate::schedule::{self, parse_duration};
 use crate::thresholds::{Threshold, breaches};
 
@@ -25,6 +28,19 @@ pub(crate) struct ServerArgs {
     /// Servers to load, round robin (comma-separated URLs). Ignored with --spawn.
     #[arg(long, value_delimiter = ',', default_value = "http://127.0.0.1:8080")]
     pub(crate) target: Vec<String>,
+    /// Operator URLs of the --target servers (their OPS_ADDR, comma-separated):
+    /// where /metrics is scraped, /audit read and users seeded
+    /// (POST /v1/users/bulk, on the first). Needed without --spawn.
+    #[arg(long, env = "CHATLAB_OPS_URL", value_delimiter = ',')]
+    pub(crate) ops_url: Vec<String>,
+    /// The --target servers' CHATLAB_JWT_SECRET, to sign tokens for the
+    /// users the harness seeds. Needed without --spawn (spawned servers get
+    /// a secret made up for the run).
+    #[arg(long, env = "CHATLAB_JWT_SECRET", hide_env_values = true)]
+    pub(crate) jwt_secret: Option<String>,
+    /// The servers' CHATLAB_JWT_ISSUER (spawned servers are given it).
+    #[arg(long, env = "CHATLAB_JWT_ISSUER", default_value = DEFAULT_ISSUER)]
+    pub(crate) jwt_issuer: String,
     /// Start this many chatlab servers instead (and stop them after).
     #[arg(long)]
     pub(crate) spawn: Option<usize>,
@@ -85,7 +101,114 @@ pub(crate) fn http_client(max_idle: usize) -> Result<reqwest::Client, LoadError>
         .map_err(|e| LoadError::http("building the HTTP client", e))
 }
 
-pub(crate) fn fleet_spec(args: &ServerArgs, count: usize, out: &std::path::Path) -> FleetSpec {
+/// The servers a command loads, started here or someone else's.
+pub(crate) struct Deployed {
+    /// The servers started here, held so that they stop when this is
+    /// dropped; `None` for external ones.
+    _fleet: Option<Fleet>,
+    /// Public URLs, where the load goes.
+    pub(crate) targets: Vec<String>,
+    /// Operator URLs: metrics, audit, seeding.
+    pub(crate) ops: Vec<String>,
+    /// Pids in the order of `ops`, when known.
+    pub(crate) pids: Vec<Option<u32>>,
+    /// Signs the seeded users' tokens.
+    pub(crate) signer: Arc<Signer>,
+}
+
+impl Deployed {
+    /// The first server's public and operator URLs.
+    pub(crate) fn first(&self) -> Result<(&str, &str), LoadError> {
+        match (self.targets.first(), self.ops.first()) {
+            (Some(public), Some(ops)) => Ok((public, ops)),
+            _ => Err(LoadError::Usage("no target server".into())),
+        }
+    }
+}
+
+/// Starts `args.spawn` servers, or takes the `--target` ones.
+pub(crate) async fn deploy(
+    args: &ServerArgs,
+    out: &std::path::Path,
+    client: &reqwest::Client,
+) -> Result<Deployed, LoadError> {
+    match args.spawn {
+        Some(n) => {
+            let spec = fleet_spec(args, n, out)?;
+            let fleet = Fleet::start(&spec, client).await?;
+            Ok(Deployed {
+                targets: fleet.urls(),
+                ops: fleet.ops_urls(),
+                pids: fleet.pids(),
+                _fleet: Some(fleet),
+                signer: spec.signer,
+            })
+        }
+        None => {
+            let external = external(args)?;
+            Ok(Deployed {
+                _fleet: None,
+                pids: sampler::external_pids(&external.ops),
+                targets: external.targets,
+                ops: external.ops,
+                signer: external.signer,
+            })
+        }
+    }
+}
+
+/// The `--target` servers, with their operator URLs and token secret; a
+/// usage error naming what is missing.
+pub(crate) fn external(args: &ServerArgs) -> Result<External, LoadError> {
+    let targets: Vec<String> = args
+        .target
+        .iter()
+        .map(|t| t.trim().trim_end_matches('/').to_owned())
+        .filter(|t| !t.is_empty())
+        .collect();
+    if targets.is_empty() {
+        return Err(LoadError::Usage("no --target server".into()));
+    }
+    let ops: Vec<String> = args
+        .ops_url
+        .iter()
+        .map(|t| t.trim().trim_end_matches('/').to_owned())
+        .filter(|t| !t.is_empty())
+        .collect();
+    if ops.is_empty() {
+        return Err(LoadError::Usage(
+            "servers given by --target need --ops-url (or CHATLAB_OPS_URL): the URL of their \
+             operator listener (OPS_ADDR, e.g. http://127.0.0.1:9464), where /metrics, /audit \
+             and POST /v1/users/bulk answer; or let the harness start servers with --spawn N"
+                .into(),
+        ));
+    }
+    let secret = args
+        .jwt_secret
+        .as_deref()
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| {
+            LoadError::Usage(
+                "servers given by --target need --jwt-secret (or CHATLAB_JWT_SECRET): their \
+             CHATLAB_JWT_SECRET, to sign tokens for the users the harness seeds; or let the \
+             harness start servers with --spawn N"
+                    .into(),
+            )
+        })?;
+    Ok(External {
+        targets,
+        ops,
+        signer: Arc::new(Signer::new(secret, &args.jwt_issuer)?),
+    })
+}
+
+/// How to start `count` servers: the shared settings, the extra env, and a
+/// token secret made up for the run.
+pub(crate) fn fleet_spec(
+    args: &ServerArgs,
+    count: usize,
+    out: &std::path::Path,
+) -> Result<FleetSpec, LoadError> {
     let mut env = vec![
         ("DATABASE_URL".to_owned(), args.database_url.clone()),
         ("CHATLAB_ALLOW_OVERRIDES".to_owned(), "true".to_owned()),
@@ -93,12 +216,13 @@ pub(crate) fn fleet_spec(args: &ServerArgs, count: usize, out: &std::path::Path)
         ("LOG_FORMAT".to_owned(), "json".to_owned()),
     ];
     env.extend(args.server_env.iter().cloned());
-    FleetSpec {
+    Ok(FleetSpec {
         binary: args.chatlab_bin.clone(),
         count,
         env,
         log_dir: out.join("logs"),
-    }
+        signer: Arc::new(Signer::generate(&args.jwt_issuer)?),
+    })
 }
 
 pub(crate) fn results_dir(base: &std::path::Path, name: &str) -> PathBuf {
@@ -170,6 +294,79 @@ pub(crate) fn check(cells: &[CellResult], thresholds: &[Threshold]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[derive(Debug, clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        servers: ServerArgs,
+    }
+
+    fn server_args(args: &[&str]) -> ServerArgs {
+        use clap::Parser;
+        Cli::try_parse_from(std::iter::once("chatlab-load").chain(args.iter().copied()))
+            .unwrap()
+            .servers
+    }
+
+    #[test]
+    fn external_servers_need_an_ops_url_and_the_secret() {
+        let secret = "0123456789abcdef0123456789abcdef";
+        // Flags win over the environment, so these hold whatever it says.
+        let mut args = server_args(&["--target", "http://127.0.0.1:8080"]);
+        args.ops_url.clear();
+        args.jwt_secret = Some(secret.into());
+        let err = external(&args).unwrap_err().to_string();
+        assert!(
+            err.contains("--ops-url") && err.contains("CHATLAB_OPS_URL"),
+            "{err}"
+        );
+
+        args.ops_url = vec!["http://127.0.0.1:9464/".into()];
+        args.jwt_secret = None;
+        let err = external(&args).unwrap_err().to_string();
+        assert!(
+            err.contains("--jwt-secret") && err.contains("CHATLAB_JWT_SECRET"),
+            "{err}"
+        );
+
+        args.jwt_secret = Some("short".into());
+        let err = external(&args).unwrap_err().to_string();
+        assert!(err.contains("at least 32"), "{err}");
+
+        args.jwt_secret = Some(secret.into());
+        let ext = external(&args).unwrap();
+        assert_eq!(ext.targets, ["http://127.0.0.1:8080"]);
+        assert_eq!(ext.ops, ["http://127.0.0.1:9464"]);
+        assert_eq!(ext.signer.secret(), secret);
+    }
+
+    #[test]
+    fn ops_urls_and_secret_parse_from_flags() {
+        let args = server_args(&[
+            "--target",
+            "http://127.0.0.1:8080",
+            "--ops-url",
+            "http://127.0.0.1:9464,http://127.0.0.1:9465",
+            "--jwt-secret",
+            "0123456789abcdef0123456789abcdef",
+            "--jwt-issuer",
+            "lab",
+        ]);
+        assert_eq!(args.ops_url.len(), 2);
+        let ext = external(&args).unwrap();
+        assert_eq!(ext.signer.issuer(), "lab");
+    }
+
+    #[test]
+    fn spawned_fleets_get_a_fresh_secret_each() {
+        let args = server_args(&["--spawn", "2", "--jwt-issuer", "chatlab"]);
+        let out = std::path::Path::new("results/x");
+        let a = fleet_spec(&args, 2, out).unwrap();
+        let b = fleet_spec(&args, 2, out).unwrap();
+        assert_eq!(a.signer.secret().len(), 64);
+        assert_ne!(a.signer.secret(), b.signer.secret());
+        assert_eq!(a.signer.issuer(), "chatlab");
+    }
 
     #[test]
     fn trace_fractions_are_shares_from_zero_to_one() {

@@ -9,7 +9,7 @@ use chatlab_domain::InsertStrategy;
 
 use crate::baseline;
 use crate::fleet::Fleet;
-use crate::scenario::{Scenario, SeedSpec, seed};
+use crate::scenario::{Scenario, SeedAt, SeedSpec, seed};
 use crate::schedule::parse_duration;
 
 use super::{ServerArgs, fleet_spec, http_client, machine_note, results_dir};
@@ -41,16 +41,20 @@ pub(crate) async fn pgbench_baseline(args: BaselineArgs) -> Result<bool, LoadErr
     let out = results_dir(&args.servers.results_dir, "baseline");
     let client = http_client(4)?;
     let users = {
-        let fleet = Fleet::start(&fleet_spec(&args.servers, 1, &out), &client).await?;
-        let first = fleet
-            .urls()
-            .first()
-            .cloned()
-            .ok_or_else(|| LoadError::Usage("no server started".into()))?;
+        let spec = fleet_spec(&args.servers, 1, &out)?;
+        let fleet = Fleet::start(&spec, &client).await?;
+        let (urls, ops) = (fleet.urls(), fleet.ops_urls());
+        let (Some(first), Some(first_ops)) = (urls.first(), ops.first()) else {
+            return Err(LoadError::Usage("no server started".into()));
+        };
         let max_members = args.members.iter().copied().max().unwrap_or(2);
         seed(
             &client,
-            &first,
+            SeedAt {
+                public: first,
+                ops: first_ops,
+                signer: &spec.signer,
+            },
             SeedSpec {
                 members: max_members,
                 users: args.servers.seed_users.max(max_members * 4),

@@ -9,17 +9,14 @@ use chatlab_domain::{InsertStrategy, PublishMode};
 
 use crate::choice::Choice;
 use crate::experiment::{self, Watched, closed, scenario_name, variants_for};
-use crate::fleet::Fleet;
+use crate::report;
 use crate::report::CellResult;
 use crate::runner::Model;
-use crate::scenario::{Scenario, SeedSpec, Workload, seed};
+use crate::scenario::{Scenario, SeedAt, SeedSpec, Workload, seed};
 use crate::schedule::{self, parse_duration, parse_stages};
 use crate::thresholds::Threshold;
-use crate::{report, sampler};
 
-use super::{
-    ServerArgs, Stages, TraceArgs, check, fleet_spec, http_client, machine_note, results_dir,
-};
+use super::{ServerArgs, Stages, TraceArgs, check, deploy, http_client, machine_note, results_dir};
 use crate::error::LoadError;
 
 #[derive(Debug, Args)]
@@ -84,24 +81,15 @@ pub(crate) async fn run(args: RunArgs) -> Result<bool, LoadError> {
         closed(args.vus, args.duration, args.think_time)
     };
     let client = http_client(model.peak_concurrency())?;
-    let fleet = match args.servers.spawn {
-        Some(n) => Some(Fleet::start(&fleet_spec(&args.servers, n, &out), &client).await?),
-        None => None,
-    };
-    let (targets, pids) = match &fleet {
-        Some(f) => (f.urls(), f.pids()),
-        None => (
-            args.servers.target.clone(),
-            sampler::external_pids(&args.servers.target),
-        ),
-    };
-    let first = targets
-        .first()
-        .ok_or_else(|| LoadError::Usage("no target server".into()))?
-        .clone();
+    let deployed = deploy(&args.servers, &out, &client).await?;
+    let (first, first_ops) = deployed.first()?;
     let seeded = seed(
         &client,
-        &first,
+        SeedAt {
+            public: first,
+            ops: first_ops,
+            signer: &deployed.signer,
+        },
         SeedSpec {
             members: args.members,
             users: args.servers.seed_users.max(args.members * 4),
@@ -116,9 +104,11 @@ pub(crate) async fn run(args: RunArgs) -> Result<bool, LoadError> {
     );
     let strategies: Vec<Choice<InsertStrategy>> =
         args.strategy.map(|s| Choice(Some(s))).into_iter().collect();
+    let targets = deployed.targets.clone();
     let watched = Watched {
         targets: targets.clone(),
-        pids,
+        ops: deployed.ops.clone(),
+        pids: deployed.pids.clone(),
         sample_interval: args.servers.sample_interval,
     };
     let peak = model.peak_concurrency();
@@ -131,7 +121,7 @@ pub(crate) async fn run(args: RunArgs) -> Result<bool, LoadError> {
         &args.name,
     )
     .await;
-    drop(fleet);
+    drop(deployed);
     let mut cell = CellResult {
         strategy: Choice(args.strategy).to_string(),
         publish_mode: Choice(args.publish_mode).to_string(),

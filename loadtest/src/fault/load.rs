@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use reqwest::header::{AUTHORIZATION, HeaderValue};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use uuid::Uuid;
@@ -102,7 +103,9 @@ pub struct LoadResult {
     pub not_sent: u64,
 }
 
-/// Sends the load to `target` from `started`, with `seeded` users and chats.
+/// Sends the load to `target` (a public URL) from `started`, with `seeded`
+/// users and chats, each request as its acting user (the creator, the
+/// sender).
 pub async fn run(
     client: reqwest::Client,
     target: String,
@@ -155,9 +158,14 @@ pub async fn run(
         );
         tasks.push(tokio::spawn(async move {
             let (outcome, retry_after, id) = match body {
-                Some((path, body)) => {
+                Some(Built { path, body, bearer }) => {
                     let header = spec.modes.get(mode).copied().flatten();
-                    send(&client, &target, &path, body, header, deadline).await
+                    let to = To {
+                        target: &target,
+                        path: &path,
+                        bearer: bearer.as_ref(),
+                    };
+                    send(&client, to, body, header, deadline).await
                 }
                 None => (Outcome::Status(0), false, None),
             };
@@ -183,39 +191,59 @@ pub async fn run(
     }
 }
 
-fn build_body(op: Op, spec: &LoadSpec, seeded: &Seeded, rng: &mut Rng) -> Option<(String, Value)> {
+/// One request, built before it is due: its path, body and acting user's
+/// `Authorization`.
+#[derive(Debug)]
+struct Built {
+    path: String,
+    body: Value,
+    bearer: Option<HeaderValue>,
+}
+
+fn build_body(op: Op, spec: &LoadSpec, seeded: &Seeded, rng: &mut Rng) -> Option<Built> {
     match op {
         Op::Create => {
             let m = pick_members(&seeded.users, spec.members, rng);
             let (creator, others) = m.split_first()?;
-            Some((
-                "/v1/chats".to_owned(),
-                json!({ "name": spec.chat_name, "creator_id": creator, "member_ids": others }),
-            ))
+            Some(Built {
+                path: "/v1/chats".to_owned(),
+                body: json!({ "name": spec.chat_name, "member_ids": others }),
+                bearer: seeded.bearer(creator).cloned(),
+            })
         }
         Op::Send => {
             let (chat, members) = seeded.chats.get(rng.below(seeded.chats.len()))?;
             let sender = members.get(rng.below(members.len()))?;
-            Some((
-                format!("/v1/chats/{chat}/messages"),
-                json!({ "sender_id": sender, "body": spec.chat_name }),
-            ))
+            Some(Built {
+                path: format!("/v1/chats/{chat}/messages"),
+                body: json!({ "body": spec.chat_name }),
+                bearer: seeded.bearer(sender).cloned(),
+            })
         }
     }
 }
 
+/// Where a request goes, and as whom.
+struct To<'a> {
+    target: &'a str,
+    path: &'a str,
+    bearer: Option<&'a HeaderValue>,
+}
+
 async fn send(
     client: &reqwest::Client,
-    target: &str,
-    path: &str,
+    to: To<'_>,
     body: Value,
     mode: Option<PublishMode>,
     deadline: Duration,
 ) -> (Outcome, bool, Option<Uuid>) {
     let mut request = client
-        .post(format!("{target}{path}"))
+        .post(format!("{}{}", to.target, to.path))
         .json(&body)
         .timeout(deadline);
+    if let Some(bearer) = to.bearer {
+        request = request.header(AUTHORIZATION, bearer.clone());
+    }
     if let Some(mode) = mode {
         request = request.header("x-chatlab-publish-mode", mode.as_str());
     }
@@ -237,5 +265,58 @@ async fn send(
         }
         Err(e) if e.is_timeout() => (Outcome::Abandoned, retry_after, None),
         Err(_) => (Outcome::Cut, retry_after, None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+    use crate::auth::Signer;
+
+    #[test]
+    fn writes_go_as_the_creator_and_a_member_without_ids_in_the_body() {
+        let signer = Signer::generate("chatlab").unwrap();
+        let users: Vec<Uuid> = (0..20).map(|_| Uuid::now_v7()).collect();
+        let bearers: HashMap<Uuid, HeaderValue> = users
+            .iter()
+            .map(|&u| (u, signer.bearer(u).unwrap()))
+            .collect();
+        let chat = Uuid::now_v7();
+        let seeded = Seeded {
+            chats: vec![(chat, users[..5].to_vec())],
+            users,
+            bearers,
+        };
+        let spec = LoadSpec {
+            rate: 1.0,
+            duration: Duration::from_secs(1),
+            create_share: 0.5,
+            members: 4,
+            chat_name: "fault tag".into(),
+            modes: vec![None],
+            deadline: (Duration::from_secs(1), Duration::from_secs(1)),
+            max_in_flight: 1,
+        };
+        let subject = |b: &Built| {
+            crate::auth::tests::subject(signer.secret(), "chatlab", b.bearer.as_ref().unwrap())
+        };
+        let mut rng = Rng::new(9);
+        for _ in 0..20 {
+            let create = build_body(Op::Create, &spec, &seeded, &mut rng).unwrap();
+            assert_eq!(create.path, "/v1/chats");
+            assert!(create.body.get("creator_id").is_none());
+            let others: Vec<Uuid> =
+                serde_json::from_value(create.body["member_ids"].clone()).unwrap();
+            assert_eq!(others.len(), 3);
+            let creator = subject(&create);
+            assert!(seeded.users.contains(&creator) && !others.contains(&creator));
+
+            let post = build_body(Op::Send, &spec, &seeded, &mut rng).unwrap();
+            assert_eq!(post.path, format!("/v1/chats/{chat}/messages"));
+            assert_eq!(post.body, json!({ "body": "fault tag" }));
+            assert!(seeded.chats[0].1.contains(&subject(&post)));
+        }
     }
 }

@@ -23,9 +23,10 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 use clap::Args;
 
+use crate::auth::{DEFAULT_ISSUER, Signer};
 use crate::experiment::{ServerVariant, parse_kv};
 use crate::fleet::{Fleet, FleetSpec};
-use crate::scenario::{Scenario, SeedSpec, seed};
+use crate::scenario::{Scenario, SeedAt, SeedSpec, seed};
 use crate::schedule::parse_duration;
 use checks::Watcher;
 use figures::CellFigures;
@@ -192,18 +193,33 @@ async fn run_cell(
     if let Some(b) = &broker {
         env.push(("KAFKA_BROKERS".into(), b.address.clone()));
     }
+    // The issuer the servers would take from the environment (the fleet
+    // gives them it explicitly, with a secret made up for the cell).
+    let issuer = env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "CHATLAB_JWT_ISSUER")
+        .map_or(DEFAULT_ISSUER, |(_, v)| v.as_str())
+        .to_owned();
     let spec = FleetSpec {
         binary: args.binary.clone(),
         count: 1,
         env,
         log_dir: dir.clone(),
+        signer: Arc::new(Signer::generate(&issuer)?),
     };
     let mut fleet = Fleet::start(&spec, client).await?;
-    let url = fleet.urls()[0].clone();
-    let pid = fleet.servers[0].pid;
+    let (url, ops_url, pid) = match fleet.servers.first() {
+        Some(s) => (s.url.clone(), s.ops_url.clone(), s.pid),
+        None => return Err(LoadError::Usage("no server started".into())),
+    };
     let seeded = seed(
         client,
-        &url,
+        SeedAt {
+            public: &url,
+            ops: &ops_url,
+            signer: &spec.signer,
+        },
         SeedSpec {
             members: args.members,
             users: (args.members * 4).max(200),
@@ -233,7 +249,7 @@ async fn run_cell(
     let watcher = Watcher::start(
         client.clone(),
         db.clone(),
-        url.clone(),
+        ops_url.clone(),
         pid,
         started,
         args.sample_every,
@@ -282,7 +298,7 @@ async fn run_cell(
     let settle = Instant::now() + Duration::from_secs(10);
     loop {
         cell.idle_in_transaction = checks::idle_in_transaction(db)?;
-        cell.connections_in_use = checks::connections_in_use(client, &url).await?;
+        cell.connections_in_use = checks::connections_in_use(client, &ops_url).await?;
         if (cell.idle_in_transaction == 0 && cell.connections_in_use == 0.0)
             || Instant::now() > settle
         {
@@ -294,7 +310,7 @@ async fn run_cell(
     cell.rows =
         tokio::task::spawn_blocking(move || checks::check_rows(&db2, &requests, &tag2, members))
             .await??;
-    match checks::audit(client, &url, since, Utc::now()).await {
+    match checks::audit(client, &ops_url, since, Utc::now()).await {
         Ok((events, table)) => {
             cell.events = events;
             let path = dir.join("audit.md");
