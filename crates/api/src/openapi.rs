@@ -7,6 +7,7 @@ use actix_web::App;
 use utoipa::OpenApi;
 use utoipa_actix_web::AppExt;
 
+use crate::overrides::{PublishModeName, StrategyName};
 use crate::problem::{FieldProblem, Problem};
 
 /// Header, tags and shared schemas of the document.
@@ -19,7 +20,7 @@ use crate::problem::{FieldProblem, Problem};
             and every pool and write metric is exposed for measurement.",
         license(name = "Apache-2.0")
     ),
-    components(schemas(Problem, FieldProblem)),
+    components(schemas(Problem, FieldProblem, StrategyName, PublishModeName)),
     tags(
         (name = "users", description = "Users, one at a time or in bulk"),
         (name = "chats", description = "Chat rooms and their members"),
@@ -37,7 +38,51 @@ pub fn document() -> utoipa::openapi::OpenApi {
         .openapi(ApiDoc::openapi())
         .configure(crate::routes::configure)
         .split_for_parts();
+    let mut doc = doc;
+    optional_headers_are_not_null(&mut doc);
     doc
+}
+
+/// utoipa writes an optional parameter (`Option<T>`) as "T or null". A
+/// header is either absent or a string, never null, and a fuzzer reading
+/// "or null" sends the text `null`; so an optional header's schema is
+/// `T` alone (it stays `required: false`).
+fn optional_headers_are_not_null(doc: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::path::ParameterIn;
+    use utoipa::openapi::schema::Schema;
+    use utoipa::openapi::{RefOr, Type};
+
+    for item in doc.paths.paths.values_mut() {
+        let operations = [
+            &mut item.get,
+            &mut item.post,
+            &mut item.put,
+            &mut item.patch,
+            &mut item.delete,
+        ];
+        for op in operations.into_iter().flatten() {
+            for param in op.parameters.iter_mut().flatten() {
+                if !matches!(param.parameter_in, ParameterIn::Header) {
+                    continue;
+                }
+                let Some(RefOr::T(Schema::OneOf(one_of))) = &param.schema else {
+                    continue;
+                };
+                let not_null: Vec<_> = one_of
+                    .items
+                    .iter()
+                    .filter(|s| {
+                        !matches!(s, RefOr::T(Schema::Object(o))
+                            if o.schema_type == utoipa::openapi::schema::SchemaType::Type(Type::Null))
+                    })
+                    .cloned()
+                    .collect();
+                if let [only] = not_null.as_slice() {
+                    param.schema = Some(only.clone());
+                }
+            }
+        }
+    }
 }
 
 /// The document as pretty JSON with a trailing newline, as committed.

@@ -105,3 +105,69 @@ where
         .parse()
         .map_err(|e| ApiError::BadRequest(format!("{header}: {e}")))
 }
+
+/// The values `X-Chatlab-Insert-Strategy` takes, for the OpenAPI document
+/// (the domain's [`InsertStrategy`] parses them; a test keeps the two
+/// lists equal).
+#[derive(Debug, Clone, Copy, utoipa::ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum StrategyName {
+    /// One INSERT per member.
+    PerRow,
+    /// Multi-row INSERTs.
+    Batch,
+    /// One INSERT over `unnest` arrays.
+    Unnest,
+    /// The whole write as one statement.
+    Single,
+    /// Every statement pipelined on one connection.
+    Pipeline,
+}
+
+/// The values `X-Chatlab-Publish-Mode` takes, for the OpenAPI document.
+#[derive(Debug, Clone, Copy, utoipa::ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum PublishModeName {
+    /// No event.
+    Off,
+    /// Produce and await the acknowledgement inside the transaction.
+    InTxAwait,
+    /// Enqueue inside the transaction, not awaited.
+    InTxEnqueue,
+    /// Produce after the commit.
+    AfterCommit,
+    /// Write an outbox row in the transaction; a relay publishes it.
+    Outbox,
+}
+
+#[cfg(test)]
+mod tests {
+    use chatlab_domain::{InsertStrategy, PublishMode};
+
+    fn names<T: utoipa::PartialSchema>() -> Vec<String> {
+        let schema = serde_json::to_value(T::schema()).unwrap_or_default();
+        schema["enum"]
+            .as_array()
+            .map(|values| {
+                values
+                    .iter()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn the_documented_header_values_are_the_ones_the_server_parses() {
+        let strategies = names::<super::StrategyName>();
+        assert_eq!(strategies.len(), 5);
+        for s in &strategies {
+            assert!(s.parse::<InsertStrategy>().is_ok(), "{s}");
+        }
+        let modes = names::<super::PublishModeName>();
+        assert_eq!(modes.len(), 5);
+        for m in &modes {
+            assert!(m.parse::<PublishMode>().is_ok(), "{m}");
+        }
+    }
+}

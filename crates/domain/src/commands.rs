@@ -375,6 +375,18 @@ mod tests {
         }
     }
 
+    /// The bound and the characters are those sent, as the spec's
+    /// maxLength and pattern state them: trimming is not a way past them.
+    #[test]
+    fn names_are_checked_as_sent_then_trimmed() {
+        assert_eq!(NewUser::validate("  ada  ").unwrap().name, "ada");
+        let padded = format!("  {}", "a".repeat(USER_NAME_MAX_CHARS));
+        assert!(NewUser::validate(&padded).is_err(), "102 characters sent");
+        let err = NewUser::validate("ada\n").unwrap_err();
+        assert!(err.to_string().contains("U+000A"), "{err}");
+        assert!(NewUser::validate("\tada").is_err());
+    }
+
     proptest! {
         /// Whatever a client sends as a name, validation answers (never
         /// panics); what it accepts is trimmed, 1 to the limit characters

@@ -45,16 +45,20 @@ impl Checker {
     /// Checks a name: its trimmed length in characters, and no control
     /// character at all; returns the trimmed text.
     pub(crate) fn text(&mut self, field: &'static str, value: &str, max_chars: usize) -> String {
+        // Length and characters are those sent, before trimming: the
+        // bound a client reads in the spec (maxLength, pattern) is the one
+        // applied, and a name padded past it or ending in a line break is
+        // refused rather than quietly trimmed into shape.
         let trimmed = value.trim();
-        let chars = trimmed.chars().count();
-        if chars == 0 {
+        let chars = value.chars().count();
+        if trimmed.is_empty() {
             self.fail(field, "must not be empty");
         } else if chars > max_chars {
             self.fail(
                 field,
                 format!("must be at most {max_chars} characters, got {chars}"),
             );
-        } else if let Some(c) = trimmed.chars().find(|c| c.is_control()) {
+        } else if let Some(c) = value.chars().find(|c| c.is_control()) {
             self.fail(
                 field,
                 format!(

@@ -10,7 +10,12 @@ use chatlab_domain::{Chat, ChatCreated, Member, Page, UserId};
 #[serde(deny_unknown_fields)]
 pub struct CreateChatRequest {
     /// Room name, 1 to 200 characters (trimmed), no control character.
-    #[schema(example = "general", min_length = 1, max_length = 200)]
+    #[schema(
+        example = "general",
+        min_length = 1,
+        max_length = 200,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f]*[^\s\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]*$"
+    )]
     pub name: String,
     /// Other members. The creator, the token's subject, is always made a
     /// member (and owns the chat); repeated ids and the creator's own id

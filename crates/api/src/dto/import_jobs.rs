@@ -14,10 +14,12 @@ pub struct ImportMembersRequest {
     pub user_ids: Vec<Uuid>,
     /// Rows per transaction (default 1,000; at most `CHAT_IMPORT_MAX_ROWS`).
     #[schema(example = 1000, minimum = 1, maximum = 100000)]
+    #[serde(default, deserialize_with = "super::integral::option_usize")]
     pub chunk_size: Option<usize>,
     /// Chunks in flight at once, each on its own connection (1 to 16,
     /// default 1).
     #[schema(example = 4, minimum = 1, maximum = 16)]
+    #[serde(default, deserialize_with = "super::integral::option_usize")]
     pub parallelism: Option<usize>,
 }
 
@@ -29,7 +31,11 @@ pub struct ImportedMessageRequest {
     pub sender_id: Uuid,
     /// The text, 1 to 4,000 characters; no control character but tab and
     /// line breaks.
-    #[schema(min_length = 1, max_length = 4000)]
+    #[schema(
+        min_length = 1,
+        max_length = 4000,
+        pattern = r"^[^\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]*[^\s\u0000-\u001f\u007f-\u009f][^\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]*$"
+    )]
     pub body: String,
 }
 
@@ -43,10 +49,12 @@ pub struct ImportMessagesRequest {
     pub messages: Vec<ImportedMessageRequest>,
     /// Rows per transaction (default 1,000; at most `CHAT_IMPORT_MAX_ROWS`).
     #[schema(example = 1000, minimum = 1, maximum = 100000)]
+    #[serde(default, deserialize_with = "super::integral::option_usize")]
     pub chunk_size: Option<usize>,
     /// Chunks in flight at once, each on its own connection (1 to 16,
     /// default 1).
     #[schema(example = 4, minimum = 1, maximum = 16)]
+    #[serde(default, deserialize_with = "super::integral::option_usize")]
     pub parallelism: Option<usize>,
 }
 

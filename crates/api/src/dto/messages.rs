@@ -12,7 +12,12 @@ use chatlab_domain::{Message, MessageId, Page};
 pub struct SendMessageRequest {
     /// The text, 1 to 4,000 characters; no control character but tab and
     /// line breaks.
-    #[schema(example = "hello", min_length = 1, max_length = 4000)]
+    #[schema(
+        example = "hello",
+        min_length = 1,
+        max_length = 4000,
+        pattern = r"^[^\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]*[^\s\u0000-\u001f\u007f-\u009f][^\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]*$"
+    )]
     pub body: String,
 }
 

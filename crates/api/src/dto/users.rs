@@ -10,7 +10,12 @@ use chatlab_domain::User;
 #[serde(deny_unknown_fields)]
 pub struct CreateUserRequest {
     /// Display name, 1 to 100 characters (trimmed), no control character.
-    #[schema(example = "ada", min_length = 1, max_length = 100)]
+    #[schema(
+        example = "ada",
+        min_length = 1,
+        max_length = 100,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f]*[^\s\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]*$"
+    )]
     pub name: String,
 }
 

@@ -4,7 +4,7 @@ use chatlab_domain::{ChatId, CreateChat, NewChat, PageRequest, UserId};
 
 use crate::auth::Caller;
 use crate::dto::{ChatCreatedResponse, ChatResponse, CreateChatRequest, MembersPage, MembersQuery};
-use crate::overrides::{ChosenPublishMode, ChosenStrategy};
+use crate::overrides::{ChosenPublishMode, ChosenStrategy, PublishModeName, StrategyName};
 use crate::problem::{ApiError, Problem};
 use crate::state::AppState;
 
@@ -19,9 +19,9 @@ use crate::state::AppState;
     tag = "chats",
     request_body = CreateChatRequest,
     params(
-        ("x-chatlab-insert-strategy" = Option<String>, Header,
+        ("x-chatlab-insert-strategy" = Option<StrategyName>, Header,
             description = "per_row, batch, unnest, single or pipeline; honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
-        ("x-chatlab-publish-mode" = Option<String>, Header,
+        ("x-chatlab-publish-mode" = Option<PublishModeName>, Header,
             description = "off, in_tx_await, in_tx_enqueue, after_commit or outbox; honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
     ),
     responses(
@@ -31,6 +31,7 @@ use crate::state::AppState;
                 ("x-chatlab-publish-mode" = String, description = "The publish mode used"),
             )),
         (status = 400, description = "Malformed JSON or override header", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not sent as application/json", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No valid bearer token", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid fields, too many members, or unknown users (listed)", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable, pool exhausted, or (in_tx_await) the broker did not acknowledge; nothing written", body = Problem, content_type = "application/problem+json"),

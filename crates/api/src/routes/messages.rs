@@ -4,7 +4,7 @@ use chatlab_domain::{ChatId, MessageId, NewMessage, PageRequest, SendMessage};
 
 use crate::auth::Caller;
 use crate::dto::{MessageResponse, MessagesPage, MessagesQuery, SendMessageRequest};
-use crate::overrides::{ChosenPublishMode, ChosenStrategy};
+use crate::overrides::{ChosenPublishMode, ChosenStrategy, PublishModeName};
 use crate::problem::{ApiError, Problem};
 use crate::state::AppState;
 
@@ -15,7 +15,7 @@ use crate::state::AppState;
     request_body = SendMessageRequest,
     params(
         ("id" = uuid::Uuid, Path, description = "Chat id"),
-        ("x-chatlab-publish-mode" = Option<String>, Header,
+        ("x-chatlab-publish-mode" = Option<PublishModeName>, Header,
             description = "off, in_tx_await, in_tx_enqueue, after_commit or outbox; honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
     ),
     responses(
@@ -25,6 +25,7 @@ use crate::state::AppState;
                 ("x-chatlab-publish-mode" = String, description = "The publish mode used"),
             )),
         (status = 400, description = "Malformed JSON or id", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not sent as application/json", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No valid bearer token", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such chat, or the caller is not a member (the same answer)", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid body", body = Problem, content_type = "application/problem+json"),

@@ -22,6 +22,7 @@ use crate::state::AppState;
     responses(
         (status = 201, description = "Created", body = CreatedUserResponse),
         (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not sent as application/json", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid name", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable", body = Problem, content_type = "application/problem+json"),
     )
@@ -114,6 +115,7 @@ pub async fn get_user(
     responses(
         (status = 201, description = "Issued", body = TokenResponse),
         (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not sent as application/json", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such user, or development tokens are off", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable", body = Problem, content_type = "application/problem+json"),
     )

@@ -10,7 +10,7 @@ use crate::dto::{ImportMembersRequest, ImportMessagesRequest, ImportResponse};
 mod body;
 
 use crate::auth::Caller;
-use crate::overrides::ChosenStrategy;
+use crate::overrides::{ChosenStrategy, StrategyName};
 use crate::problem::{ApiError, Problem};
 use crate::state::AppState;
 use body::ImportBody;
@@ -47,12 +47,13 @@ fn respond(
     request_body = ImportMembersRequest,
     params(
         ("id" = uuid::Uuid, Path, description = "Chat id"),
-        ("x-chatlab-insert-strategy" = Option<String>, Header,
+        ("x-chatlab-insert-strategy" = Option<StrategyName>, Header,
             description = "per_row, batch or unnest inside each chunk (single and pipeline write a job's rows as unnest); honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
     ),
     responses(
         (status = 201, description = "Every row written", body = ImportResponse),
         (status = 400, description = "Malformed JSON or id", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not sent as application/json", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No valid bearer token", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "The caller is a member but not the owner; nothing written", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such chat, or the caller is not a member; nothing written", body = Problem, content_type = "application/problem+json"),
@@ -95,12 +96,13 @@ pub async fn import_members(
     request_body = ImportMessagesRequest,
     params(
         ("id" = uuid::Uuid, Path, description = "Chat id"),
-        ("x-chatlab-insert-strategy" = Option<String>, Header,
+        ("x-chatlab-insert-strategy" = Option<StrategyName>, Header,
             description = "per_row, batch or unnest inside each chunk (single and pipeline write a job's rows as unnest); honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
     ),
     responses(
         (status = 201, description = "Every row written", body = ImportResponse),
         (status = 400, description = "Malformed JSON or id", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "The body is not sent as application/json", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No valid bearer token", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "The caller is a member but not the owner, or a sender is not a member; nothing written", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such chat, or the caller is not a member; nothing written", body = Problem, content_type = "application/problem+json"),
