@@ -93,7 +93,7 @@ RUNS ?= 50
         loadtest-crosscheck loadtest-pool loadtest-poolsize loadtest-driver loadtest-concurrency \
         loadtest-tracing loadtest-smoke load-build load-db broker-check events-stress \
         fault-db fault-broker fault-server fault-cancel fault-collector soak faults
-.PHONY: help run build release test fmt fmt-check lint layering settings-docs schema-check deps-check openapi openapi-check \
+.PHONY: help run build release test fuzz fmt fmt-check lint layering settings-docs schema-check deps-check openapi openapi-check \
         docker-check k6-check db db-stop broker broker-stop ci clean-testdbs up down loadtest-docker dashboard-check
 
 demo: load-build load-db ## The main job: per_row vs batch vs unnest vs single vs pipeline at 50 members on embedded defaults, beside pgbench: the table and a two-line verdict
@@ -230,14 +230,19 @@ db-stop: ## Stop a private PostgreSQL cluster started by `make db` or `make test
 
 # The dashboard check runs even when a cargo test failed (it uses the debug
 # binary the tests built); either failing fails the target.
-test: ## Run every test against real PostgreSQL and a real Kafka-protocol broker (both started if needed), then the dashboard's queries against a real Prometheus
+test: ## Run every test against real PostgreSQL and a real Kafka-protocol broker (both started if needed), fuzz the API against its spec (schemathesis), then the dashboard's queries against a real Prometheus
 	@DATABASE_URL=$(DATABASE_ADMIN_URL) scripts/ensure-postgres.sh
 	@DATABASE_URL=$(DATABASE_ADMIN_URL) scripts/ensure-german-messages.sh
 	@KAFKA_TEST_BROKERS=$(KAFKA_TEST_BROKERS) scripts/ensure-tansu.sh
 	DATABASE_URL=$(DATABASE_ADMIN_URL) KAFKA_TEST_BROKERS=$(KAFKA_TEST_BROKERS) \
 	    TANSU_BIN=$$(scripts/ensure-tansu.sh --print-bin) scripts/run-tests.sh; status=$$?; \
+	DATABASE_URL=$(DATABASE_ADMIN_URL) scripts/fuzz-api.sh || status=1; \
 	DATABASE_ADMIN_URL=$(DATABASE_ADMIN_URL) python3 scripts/dashboard-check.py || status=1; \
 	exit $$status
+
+fuzz: ## schemathesis against the committed spec, every operation and check, seed 1 then a random one (FUZZ_SEED=, FUZZ_MAX_EXAMPLES=)
+	@DATABASE_URL=$(DATABASE_ADMIN_URL) scripts/ensure-postgres.sh
+	DATABASE_URL=$(DATABASE_ADMIN_URL) scripts/fuzz-api.sh
 
 broker: ## Start tansu (a Kafka-protocol broker) on KAFKA_TEST_BROKERS if nothing answers there
 	@KAFKA_TEST_BROKERS=$(KAFKA_TEST_BROKERS) scripts/ensure-tansu.sh
