@@ -92,7 +92,7 @@ RUNS ?= 50
 .PHONY: demo loadtest loadtest-create loadtest-seed001 loadtest-ramp bench-baseline \
         loadtest-crosscheck loadtest-pool loadtest-poolsize loadtest-driver loadtest-concurrency \
         loadtest-tracing loadtest-smoke load-build load-db broker-check events-stress \
-        fault-db fault-broker fault-server fault-cancel fault-collector soak faults
+        fault-db fault-broker fault-server fault-cancel fault-collector fault-slow-clients soak faults
 .PHONY: help run build release test fuzz fmt fmt-check lint layering settings-docs schema-check deps-check openapi openapi-check \
         docker-check k6-check db db-stop broker broker-stop ci clean-testdbs up down loadtest-docker dashboard-check
 
@@ -209,6 +209,9 @@ fault-server: load-build ## chatlab killed (SIGKILL) in outbox mode, and stopped
 fault-collector: load-build load-db ## The OTLP collector frozen, then gone, under load at 100% sampling: requests unharmed, drops and failed exports counted, SIGTERM still prompt
 	LOAD_DATABASE_URL=$(LOAD_DATABASE_URL) DURATION=$(COLLECTOR_FAULT_DURATION) scripts/fault-collector.sh
 
+fault-slow-clients: load-build ## 15,000 sockets send headers and one body byte, then nothing: 408s, descriptors bounded, no pooled connection held (QUICK: 2,000)
+	python3 scripts/fault-slow-clients.py --database-url $(DATABASE_ADMIN_URL) $(if $(QUICK),--sockets 2000 --body-timeout-ms 3000 --hold 7)
+
 fault-cancel: load-build ## Clients hang up at random points (per_row, 200 members): nothing left open, nothing half written
 	scripts/fault.sh fault-cancel --faults cancel --publish-modes $(FAULT_MODES) --members 200 --deadline 2ms..60ms \
 	    --env CHAT_INSERT_STRATEGY=per_row --env KAFKA_MOCK_BROKER_RTT_MS=5 $(FAULT_ENV) $(CANCEL_ARGS)
@@ -220,7 +223,7 @@ soak: load-build ## The mixed write load at a steady rate (10 min; QUICK: 30 s):
 	scripts/fault.sh soak --faults soak \
 	    --publish-modes $(FAULT_MODES) $(FAULT_ENV) --latency-bound 8s $(SOAK_ARGS)
 
-faults: fault-db fault-broker fault-server fault-cancel ## Every fault experiment
+faults: fault-db fault-broker fault-server fault-cancel fault-slow-clients ## Every fault experiment
 
 db: ## Start PostgreSQL if nothing answers, and create the chatlab database
 	@DATABASE_URL=$(DATABASE_URL) scripts/ensure-postgres.sh $(notdir $(firstword $(subst ?, ,$(DATABASE_URL))))
