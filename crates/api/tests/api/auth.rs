@@ -435,3 +435,41 @@ fn a_short_secret_stops_startup_naming_the_variable_not_the_value() {
     assert!(err.contains("32 bytes"), "{err}");
     assert!(!err.contains("hunter2"), "{err}");
 }
+
+/// `chatlab token USER_ID`, run as the binary, prints a token the server
+/// accepts; without the server's key it refuses rather than sign with a
+/// random one.
+#[tokio::test]
+async fn chatlab_token_prints_a_token_the_server_accepts() {
+    let app = spawn_app().await;
+    let users = app.bulk_users(1).await;
+    let run = |vars: Vec<(&'static str, String)>| {
+        let user = users[0].to_string();
+        tokio::task::spawn_blocking(move || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_chatlab"))
+                .args(["token", &user])
+                .env_clear()
+                .envs(vars)
+                .output()
+                .unwrap()
+        })
+    };
+    let out = run(vec![("CHATLAB_JWT_SECRET", TEST_JWT_SECRET.to_owned())])
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    let resp = app
+        .client
+        .get(app.url(&format!("/v1/users/{}", users[0])))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+
+    let out = run(vec![]).await.unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("CHATLAB_JWT_SECRET"));
+    assert!(out.stdout.is_empty());
+}
