@@ -31,7 +31,9 @@ use crate::problem::{FieldProblem, Problem};
 )]
 pub struct ApiDoc;
 
-/// The full document, exactly as the server serves it at `/openapi.json`.
+/// The full document as utoipa's structs (the router's paths and
+/// methods are read from it). Serve and commit [`document_value`], which
+/// also fixes what utoipa writes wrong.
 pub fn document() -> utoipa::openapi::OpenApi {
     let (_app, doc) = App::new()
         .into_utoipa_app()
@@ -40,7 +42,94 @@ pub fn document() -> utoipa::openapi::OpenApi {
         .split_for_parts();
     let mut doc = doc;
     optional_headers_are_not_null(&mut doc);
+    link_created_resources(&mut doc);
     doc
+}
+
+/// The document exactly as the server serves it at `/openapi.json` and
+/// as committed. utoipa 5.5 writes a link's fields in snake case
+/// (`operation_id`); OpenAPI's are camel case (`operationId`), and a
+/// client that reads links (schemathesis's stateful phase) refuses the
+/// others. So they are renamed here.
+pub fn document_value() -> serde_json::Value {
+    let mut value = serde_json::to_value(document()).unwrap_or_default();
+    let operations = value
+        .get_mut("paths")
+        .and_then(serde_json::Value::as_object_mut)
+        .into_iter()
+        .flat_map(|paths| paths.values_mut())
+        .filter_map(serde_json::Value::as_object_mut)
+        .flat_map(|item| item.values_mut());
+    for operation in operations {
+        let links = operation
+            .get_mut("responses")
+            .and_then(serde_json::Value::as_object_mut)
+            .into_iter()
+            .flat_map(|responses| responses.values_mut())
+            .filter_map(|r| {
+                r.get_mut("links")
+                    .and_then(serde_json::Value::as_object_mut)
+            })
+            .flat_map(|links| links.values_mut())
+            .filter_map(serde_json::Value::as_object_mut);
+        for link in links {
+            for (snake, camel) in [
+                ("operation_id", "operationId"),
+                ("operation_ref", "operationRef"),
+                ("request_body", "requestBody"),
+            ] {
+                if let Some(v) = link.remove(snake) {
+                    link.insert(camel.to_owned(), v);
+                }
+            }
+        }
+    }
+    value
+}
+
+/// OpenAPI links from what a POST creates to the operations that take its
+/// id: a client (or a fuzzer's stateful phase) learns that createChat's
+/// `id` is the `{id}` of the chat's endpoints, and createUser's the user's.
+/// utoipa's path macro has no syntax for links, so they are added here.
+fn link_created_resources(doc: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::RefOr;
+    use utoipa::openapi::link::LinkBuilder;
+
+    let created = [
+        (
+            "/v1/chats",
+            &[
+                "get_chat",
+                "list_members",
+                "list_messages",
+                "send_message",
+                "import_members",
+                "import_messages",
+            ][..],
+        ),
+        ("/v1/users", &["get_user"][..]),
+    ];
+    for (path, targets) in created {
+        let Some(RefOr::T(response)) = doc
+            .paths
+            .paths
+            .get_mut(path)
+            .and_then(|item| item.post.as_mut())
+            .and_then(|op| op.responses.responses.get_mut("201"))
+        else {
+            continue;
+        };
+        for target in targets {
+            let link = LinkBuilder::new()
+                .operation_id(*target)
+                .parameter("id", "$response.body#/id")
+                .description(format!(
+                    "The created resource's `id` is the `{{id}}` of {target}"
+                ))
+                .build();
+            response.links.insert((*target).to_owned(), RefOr::T(link));
+        }
+    }
 }
 
 /// utoipa writes an optional parameter (`Option<T>`) as "T or null". A
@@ -87,7 +176,7 @@ fn optional_headers_are_not_null(doc: &mut utoipa::openapi::OpenApi) {
 
 /// The document as pretty JSON with a trailing newline, as committed.
 pub fn document_json() -> Result<String, serde_json::Error> {
-    document().to_pretty_json().map(|mut s| {
+    serde_json::to_string_pretty(&document_value()).map(|mut s| {
         s.push('\n');
         s
     })

@@ -191,8 +191,8 @@ impl Application {
         let body_timeout = web::Data::new(BodyTimeout(settings.http.body_timeout));
         // Built once, here and for `chatlab openapi` alike; each worker
         // serves a copy.
-        let doc = openapi::document();
-        let known_paths = web::Data::new(KnownPaths::from_document(&doc));
+        let doc = openapi::document_value();
+        let known_paths = web::Data::new(KnownPaths::from_document(&openapi::document()));
         let public_state = state.clone();
         let server = HttpServer::new(move || {
             App::new()
@@ -206,7 +206,10 @@ impl Application {
                 .app_data(rejections::query_config())
                 .configure(routes::configure)
                 .into_app()
-                .service(SwaggerUi::new("/docs/{_:.*}").url("/openapi.json", doc.clone()))
+                .service(
+                    SwaggerUi::new("/docs/{_:.*}")
+                        .external_url_unchecked("/openapi.json", doc.clone()),
+                )
                 .default_service(web::to(rejections::no_route))
                 .wrap(from_fn(http_limits::head_as_get))
                 .wrap(from_fn(http_limits::bound_body))
