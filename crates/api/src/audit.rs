@@ -155,6 +155,23 @@ fn window(
     until: DateTime<Utc>,
 ) -> Result<(DateTime<Utc>, DateTime<Utc>), String> {
     let since = since.unwrap_or_else(|| default_since.max(until - max_window));
+    // chatlab wrote nothing before 1970, and PostgreSQL's timestamps end
+    // in 294276: a bound outside the years 1970 to 9999 is a mistake, not
+    // a window, and would otherwise reach the database and fail there.
+    let earliest = DateTime::<Utc>::UNIX_EPOCH;
+    let latest = DateTime::<Utc>::from_naive_utc_and_offset(
+        chrono::NaiveDate::from_ymd_opt(9999, 12, 31)
+            .and_then(|d| d.and_hms_opt(23, 59, 59))
+            .unwrap_or_default(),
+        Utc,
+    );
+    for (name, at) in [("since", since), ("until", until)] {
+        if at < earliest || at > latest {
+            return Err(format!(
+                "{name} ({at}) must lie between 1970-01-01 and 9999-12-31"
+            ));
+        }
+    }
     if since > until {
         return Err(format!("since ({since}) is after until ({until})"));
     }
@@ -189,5 +206,20 @@ mod tests {
         let err = window(epoch, day, Some(epoch), now).unwrap_err();
         assert!(err.contains("CHATLAB_AUDIT_MAX_WINDOW_SECS"), "{err}");
         assert!(window(epoch, day, Some(now), hour_ago).is_err());
+        // Outside the years 1970 to 9999 (PostgreSQL would refuse the
+        // query): refused before it is asked.
+        let ancient = DateTime::<Utc>::MIN_UTC;
+        let err = window(epoch, day, Some(ancient), ancient).unwrap_err();
+        assert!(err.contains("1970"), "{err}");
+        let before_epoch = epoch - chrono::Duration::hours(2);
+        assert!(
+            window(
+                epoch,
+                day,
+                Some(before_epoch),
+                before_epoch + chrono::Duration::hours(1)
+            )
+            .is_err()
+        );
     }
 }
