@@ -16,7 +16,9 @@ on a fresh connection. It fails when an invariant breaks:
 - open descriptors never exceed workers x HTTP_MAX_CONNECTIONS_PER_WORKER
   plus a fixed margin, and fall back near where they started.
 
-Traffic goes to 127.0.0.1 only; every loop is bounded in count and time.
+Traffic goes to 127.0.0.1 only (from 127.0.0.2, so the attack's ephemeral
+ports never take one another experiment listens on); every loop is bounded
+in count and time.
 
   scripts/fault-slow-clients.py --database-url postgres://postgres@127.0.0.1:5432/postgres
 """
@@ -33,6 +35,12 @@ import urllib.request
 from pathlib import Path
 
 MARGIN_FDS = 256
+
+# The attack's sockets take their ephemeral ports on 127.0.0.2 (all of
+# 127/8 is loopback): thousands of them on 127.0.0.1 would hold ports that
+# the next experiment may want to listen on (seen: the private PostgreSQL
+# cluster on 55432 could not start right after this one).
+CLIENT_ADDR = "127.0.0.2"
 
 
 def free_port():
@@ -86,7 +94,7 @@ async def slow_client(port, outcomes, deadline, gate):
     try:
         async with gate:
             reader, writer = await asyncio.wait_for(
-                asyncio.open_connection("127.0.0.1", port), 5
+                asyncio.open_connection("127.0.0.1", port, local_addr=(CLIENT_ADDR, 0)), 5
             )
     except (OSError, asyncio.TimeoutError):
         outcomes["not accepted"] += 1
