@@ -52,7 +52,13 @@ pub fn document() -> utoipa::openapi::OpenApi {
 /// client that reads links (schemathesis's stateful phase) refuses the
 /// others. So they are renamed here.
 pub fn document_value() -> serde_json::Value {
-    let mut value = serde_json::to_value(document()).unwrap_or_default();
+    render(&document())
+}
+
+/// [`document_value`] of a document already built (startup builds one and
+/// reads the router's paths from it too).
+pub fn render(doc: &utoipa::openapi::OpenApi) -> serde_json::Value {
+    let mut value = serde_json::to_value(doc).unwrap_or_default();
     let operations = value
         .get_mut("paths")
         .and_then(serde_json::Value::as_object_mut)

@@ -191,8 +191,9 @@ impl Application {
         let body_timeout = web::Data::new(BodyTimeout(settings.http.body_timeout));
         // Built once, here and for `chatlab openapi` alike; each worker
         // serves a copy.
-        let doc = openapi::document_value();
-        let known_paths = web::Data::new(KnownPaths::from_document(&openapi::document()));
+        let built = openapi::document();
+        let known_paths = web::Data::new(KnownPaths::from_document(&built));
+        let doc = openapi::render(&built);
         let public_state = state.clone();
         let server = HttpServer::new(move || {
             App::new()
