@@ -13,7 +13,7 @@ use std::future::{Ready, ready};
 use std::str::FromStr;
 
 use actix_web::dev::Payload;
-use actix_web::{FromRequest, HttpRequest, web};
+use actix_web::{FromRequest, HttpRequest};
 
 use chatlab_domain::{InsertStrategy, PublishMode};
 
@@ -85,9 +85,7 @@ where
     T: FromStr + Display,
     T::Err: Display,
 {
-    let state = req
-        .app_data::<web::Data<AppState>>()
-        .ok_or_else(|| ApiError::Internal("application state is missing".into()))?;
+    let state = crate::state::of(req)?;
     let default = default(state);
     let Some(value) = req.headers().get(header) else {
         return Ok(default);

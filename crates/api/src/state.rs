@@ -36,3 +36,12 @@ pub struct MetricsEndpoint {
     /// Copies point-in-time values (pool state) into their gauges.
     pub refresh: Box<dyn Fn() + Send + Sync>,
 }
+
+/// The shared state of the app serving `req`, for extractors (handlers take
+/// `web::Data<AppState>` directly); a missing state is a wiring bug.
+pub(crate) fn of(
+    req: &actix_web::HttpRequest,
+) -> Result<&actix_web::web::Data<AppState>, crate::problem::ApiError> {
+    req.app_data::<actix_web::web::Data<AppState>>()
+        .ok_or_else(|| crate::problem::ApiError::Internal("application state is missing".into()))
+}

@@ -4,13 +4,13 @@ use std::future::{Ready, ready};
 
 use actix_web::dev::Payload;
 use actix_web::http::header::AUTHORIZATION;
-use actix_web::{FromRequest, HttpRequest, web};
+use actix_web::{FromRequest, HttpRequest};
 
 use chatlab_auth::TokenRejection;
 use chatlab_domain::UserId;
 
 use crate::problem::ApiError;
-use crate::state::AppState;
+use crate::state;
 
 /// The user a request acts as: the subject of its verified bearer token.
 /// Never a field of the body.
@@ -27,9 +27,7 @@ impl FromRequest for Caller {
 }
 
 fn identify(req: &HttpRequest) -> Result<Caller, ApiError> {
-    let Some(state) = req.app_data::<web::Data<AppState>>() else {
-        return Err(ApiError::Internal("no application state".into()));
-    };
+    let state = state::of(req)?;
     let token = bearer_token(req).map_err(ApiError::Unauthorized)?;
     state
         .auth
