@@ -10,6 +10,8 @@ pub mod config;
 pub mod dto;
 pub mod http_limits;
 pub mod http_metrics;
+pub mod idempotency;
+pub mod key_sweeper;
 pub mod openapi;
 pub mod overrides;
 pub mod problem;

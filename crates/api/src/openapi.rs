@@ -7,6 +7,7 @@ use actix_web::App;
 use utoipa::OpenApi;
 use utoipa_actix_web::AppExt;
 
+use crate::idempotency::IdempotencyKeyValue;
 use crate::overrides::{PublishModeName, StrategyName};
 use crate::problem::{FieldProblem, Problem};
 
@@ -20,7 +21,13 @@ use crate::problem::{FieldProblem, Problem};
             and every pool and write metric is exposed for measurement.",
         license(name = "Apache-2.0")
     ),
-    components(schemas(Problem, FieldProblem, StrategyName, PublishModeName)),
+    components(schemas(
+        Problem,
+        FieldProblem,
+        StrategyName,
+        PublishModeName,
+        IdempotencyKeyValue
+    )),
     tags(
         (name = "users", description = "Users, one at a time or in bulk"),
         (name = "chats", description = "Chat rooms and their members"),

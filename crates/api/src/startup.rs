@@ -69,6 +69,7 @@ pub struct Application {
     ops_server: Server,
     relay: JoinHandle<()>,
     relay_stop: watch::Sender<bool>,
+    key_sweeper: JoinHandle<()>,
     ledger: JoinHandle<()>,
     ledger_stop: watch::Sender<bool>,
     publisher: KafkaPublisher,
@@ -140,6 +141,11 @@ impl Application {
             settings.outbox.clone(),
         );
         let (relay_stop, relay_stopped) = watch::channel(false);
+        let key_sweeper = crate::key_sweeper::spawn(
+            store.clone(),
+            settings.writes.idempotency_sweep_every,
+            relay_stopped.clone(),
+        );
         let relay = relay.spawn(relay_stopped);
         let http_metrics = web::Data::new(HttpMetrics::register(&mut registry));
         ExportMetrics::register(&mut registry);
@@ -240,6 +246,7 @@ impl Application {
             ops_server,
             relay,
             relay_stop,
+            key_sweeper,
             ledger,
             ledger_stop,
             publisher,
@@ -283,6 +290,9 @@ impl Application {
         let _ = self.relay_stop.send(true);
         if let Err(e) = self.relay.await {
             tracing::warn!(error = %e, "outbox relay ended abnormally");
+        }
+        if let Err(e) = self.key_sweeper.await {
+            tracing::warn!(error = %e, "idempotency key sweeper ended abnormally");
         }
         let publisher = self.publisher;
         let _ =

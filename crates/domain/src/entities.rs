@@ -2,6 +2,7 @@
 
 use chrono::{DateTime, Utc};
 
+use crate::commands::{CreateChat, SendMessage};
 use crate::ids::{ChatId, MessageId, UserId};
 
 /// A registered user.
@@ -22,8 +23,10 @@ pub struct Chat {
     pub id: ChatId,
     /// Room name, 1 to 200 characters.
     pub name: String,
-    /// Who created it; always a member.
+    /// Who created it (a member no longer, if they left).
     pub creator_id: UserId,
+    /// Who owns it: the creator until they hand it over.
+    pub owner_id: UserId,
     /// Number of members, creator included.
     pub member_count: i64,
     /// When it was created.
@@ -45,6 +48,20 @@ pub struct ChatCreated {
     pub created_at: DateTime<Utc>,
 }
 
+impl ChatCreated {
+    /// What `command` writes when it commits: every field is known before
+    /// the write, so a keyed write can store its response with its key.
+    pub fn of(command: &CreateChat) -> Self {
+        Self {
+            id: command.chat_id,
+            name: command.name.clone(),
+            member_count: command.member_ids.len(),
+            system_message_id: command.system_message_id,
+            created_at: command.created_at,
+        }
+    }
+}
+
 /// One membership row.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Member {
@@ -61,14 +78,18 @@ pub enum MessageKind {
     System,
     /// Written by a member.
     Talk,
+    /// A change of membership (members added, one removed or leaving, the
+    /// ownership handed over); its sender made the change.
+    Membership,
 }
 
 impl MessageKind {
-    /// The stored name: `system` or `talk`.
+    /// The stored name: `system`, `talk` or `membership`.
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::System => "system",
             Self::Talk => "talk",
+            Self::Membership => "membership",
         }
     }
 
@@ -77,6 +98,7 @@ impl MessageKind {
         match s {
             "system" => Some(Self::System),
             "talk" => Some(Self::Talk),
+            "membership" => Some(Self::Membership),
             _ => None,
         }
     }
@@ -97,4 +119,18 @@ pub struct Message {
     pub body: String,
     /// When it was written.
     pub created_at: DateTime<Utc>,
+}
+
+impl Message {
+    /// The talk message `command` writes when it commits.
+    pub fn sent(command: &SendMessage) -> Self {
+        Self {
+            id: command.id,
+            chat_id: command.chat_id,
+            sender_id: Some(command.sender_id),
+            kind: MessageKind::Talk,
+            body: command.body.clone(),
+            created_at: command.created_at,
+        }
+    }
 }

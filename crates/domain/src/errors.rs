@@ -24,6 +24,8 @@ pub enum Entity {
     Chat,
     /// A message.
     Message,
+    /// A chat's member.
+    Member,
 }
 
 impl fmt::Display for Entity {
@@ -32,6 +34,7 @@ impl fmt::Display for Entity {
             Self::User => "user",
             Self::Chat => "chat",
             Self::Message => "message",
+            Self::Member => "member",
         })
     }
 }
@@ -101,6 +104,20 @@ pub enum RepositoryError {
         /// The caller.
         user_id: UserId,
     },
+    /// Users named to be added are members already; nothing was written.
+    #[error("already members: {}", list_ids(.0))]
+    AlreadyMembers(Vec<UserId>),
+    /// The owner asked to leave while owning the chat.
+    #[error("the owner of chat {0} cannot leave before handing the ownership over")]
+    OwnerCannotLeave(ChatId),
+    /// The `Idempotency-Key` was used before, by the same user, for another
+    /// request (another operation, path or body); nothing was written.
+    #[error("the idempotency key was used for another request")]
+    IdempotencyKeyReused,
+    /// A request with the same `Idempotency-Key` is still being written,
+    /// and this one waited for it longer than the lock timeout.
+    #[error("a request with the same idempotency key is still in progress")]
+    IdempotencyKeyInFlight,
     /// The write collides with an existing row.
     #[error("conflict: {0}")]
     Conflict(String),

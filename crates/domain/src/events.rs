@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::commands::{CreateChat, SendMessage};
+use crate::membership::{AddMembers, RemoveMember, TransferOwnership};
 use crate::publish_mode::PublishMode;
 
 /// Version of the JSON layout below.
@@ -67,6 +68,42 @@ pub enum EventPayload {
         /// Body length in characters.
         body_length: usize,
     },
+    /// The owner added members.
+    #[serde(rename = "members.added")]
+    MembersAdded {
+        /// The chat.
+        chat_id: Uuid,
+        /// The `membership` message recording it.
+        message_id: Uuid,
+        /// The owner.
+        actor_id: Uuid,
+        /// Who was added.
+        user_ids: Vec<Uuid>,
+    },
+    /// A member left, or the owner removed one.
+    #[serde(rename = "member.removed")]
+    MemberRemoved {
+        /// The chat.
+        chat_id: Uuid,
+        /// The `membership` message recording it.
+        message_id: Uuid,
+        /// Who removed (the member themself when leaving).
+        actor_id: Uuid,
+        /// Who went.
+        user_id: Uuid,
+    },
+    /// The owner handed the chat over.
+    #[serde(rename = "chat.owner_changed")]
+    OwnerChanged {
+        /// The chat.
+        chat_id: Uuid,
+        /// The `membership` message recording it.
+        message_id: Uuid,
+        /// The former owner.
+        actor_id: Uuid,
+        /// The new owner.
+        owner_id: Uuid,
+    },
 }
 
 impl Event {
@@ -99,6 +136,48 @@ impl Event {
         )
     }
 
+    /// The `members.added` event of an addition.
+    pub fn members_added(command: &AddMembers, mode: PublishMode) -> Self {
+        Self::new(
+            command.created_at,
+            mode,
+            EventPayload::MembersAdded {
+                chat_id: command.chat_id.as_uuid(),
+                message_id: command.message_id.as_uuid(),
+                actor_id: command.actor_id.as_uuid(),
+                user_ids: command.user_ids.iter().map(|id| id.as_uuid()).collect(),
+            },
+        )
+    }
+
+    /// The `member.removed` event of a removal (or a member leaving).
+    pub fn member_removed(command: &RemoveMember, mode: PublishMode) -> Self {
+        Self::new(
+            command.created_at,
+            mode,
+            EventPayload::MemberRemoved {
+                chat_id: command.chat_id.as_uuid(),
+                message_id: command.message_id.as_uuid(),
+                actor_id: command.actor_id.as_uuid(),
+                user_id: command.user_id.as_uuid(),
+            },
+        )
+    }
+
+    /// The `chat.owner_changed` event of a hand-over.
+    pub fn owner_changed(command: &TransferOwnership, mode: PublishMode) -> Self {
+        Self::new(
+            command.created_at,
+            mode,
+            EventPayload::OwnerChanged {
+                chat_id: command.chat_id.as_uuid(),
+                message_id: command.message_id.as_uuid(),
+                actor_id: command.actor_id.as_uuid(),
+                owner_id: command.owner_id.as_uuid(),
+            },
+        )
+    }
+
     fn new(occurred_at: DateTime<Utc>, mode: PublishMode, payload: EventPayload) -> Self {
         Self {
             event_id: Uuid::now_v7(),
@@ -121,6 +200,9 @@ impl Event {
         match self.payload {
             EventPayload::ChatCreated { .. } => "chat.created",
             EventPayload::MessageSent { .. } => "message.sent",
+            EventPayload::MembersAdded { .. } => "members.added",
+            EventPayload::MemberRemoved { .. } => "member.removed",
+            EventPayload::OwnerChanged { .. } => "chat.owner_changed",
         }
     }
 
@@ -128,16 +210,23 @@ impl Event {
     pub fn chat_id(&self) -> Uuid {
         match self.payload {
             EventPayload::ChatCreated { chat_id, .. }
-            | EventPayload::MessageSent { chat_id, .. } => chat_id,
+            | EventPayload::MessageSent { chat_id, .. }
+            | EventPayload::MembersAdded { chat_id, .. }
+            | EventPayload::MemberRemoved { chat_id, .. }
+            | EventPayload::OwnerChanged { chat_id, .. } => chat_id,
         }
     }
 
     /// The row the event announces: the chat for `chat.created`, the
-    /// message for `message.sent`.
+    /// message for `message.sent`, the `membership` message for the
+    /// membership events.
     pub fn subject_id(&self) -> Uuid {
         match self.payload {
             EventPayload::ChatCreated { chat_id, .. } => chat_id,
-            EventPayload::MessageSent { message_id, .. } => message_id,
+            EventPayload::MessageSent { message_id, .. }
+            | EventPayload::MembersAdded { message_id, .. }
+            | EventPayload::MemberRemoved { message_id, .. }
+            | EventPayload::OwnerChanged { message_id, .. } => message_id,
         }
     }
 

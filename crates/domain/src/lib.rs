@@ -10,9 +10,11 @@ pub mod commands;
 pub mod entities;
 pub mod errors;
 pub mod events;
+pub mod idempotency;
 pub mod ids;
 pub mod import_jobs;
 pub mod limits;
+pub mod membership;
 pub mod paging;
 pub mod ports;
 pub mod publish_mode;
@@ -23,12 +25,14 @@ pub use commands::{CreateChat, NewChat, NewMessage, NewUser, SendMessage};
 pub use entities::{Chat, ChatCreated, Member, Message, MessageKind, User};
 pub use errors::{Entity, RepositoryError, UnavailableReason};
 pub use events::{AckedEvent, Event, EventPayload, Receipt};
+pub use idempotency::{IdempotencyKey, InvalidIdempotencyKey, KeyClaim, Keyed, StoredResponse};
 pub use ids::{ChatId, MessageId, UserId};
 pub use import_jobs::{
     ChunkFailure, ChunkRange, ImportMembers, ImportMessages, ImportPlan, ImportReport,
     ImportedMessage, NewImportedMessage,
 };
 pub use limits::Limits;
+pub use membership::{AddMembers, NewMembers, RemoveMember, TransferOwnership};
 pub use paging::{Page, PageRequest};
 pub use ports::{EventPublisher, PublishError};
 pub use publish_mode::{PublishMode, UnknownPublishMode};

@@ -22,7 +22,7 @@ struct Row {
     publish_mode: String,
 }
 
-/// Chats and talk messages created in `[since, until)`, with their publish
+/// Chats, talk messages and membership changes created in `[since, until)`, with their publish
 /// modes. Rows with a mode this build does not know are skipped.
 pub async fn committed_writes(
     db: &Database,
@@ -33,7 +33,7 @@ pub async fn committed_writes(
         "SELECT id, publish_mode FROM chats WHERE created_at >= $1 AND created_at < $2 \
              UNION ALL \
              SELECT id, publish_mode FROM messages \
-             WHERE kind = 'talk' AND created_at >= $1 AND created_at < $2",
+             WHERE kind IN ('talk', 'membership') AND created_at >= $1 AND created_at < $2",
     )
     .bind::<Timestamptz, _>(since)
     .bind::<Timestamptz, _>(until);

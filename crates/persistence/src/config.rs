@@ -153,6 +153,8 @@ pub struct DbConfig {
     pub recycle: Recycle,
     /// Session settings for each new connection.
     pub session: SessionSettings,
+    /// How long an idempotency key is remembered (24 hours by default).
+    pub idempotency_retention: Duration,
 }
 
 impl DbConfig {
@@ -170,6 +172,9 @@ impl DbConfig {
             idle_timeout: Some(Duration::from_secs(10 * 60)),
             recycle: Recycle::default(),
             session: SessionSettings::default(),
+            idempotency_retention: Duration::from_secs(
+                chatlab_domain::idempotency::DEFAULT_KEY_RETENTION_SECS,
+            ),
         }
     }
 }

@@ -5,6 +5,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
@@ -14,12 +15,15 @@ use uuid::Uuid;
 
 use chatlab_domain::{
     ChatId, ChunkFailure, ChunkRange, Entity, ImportMembers, ImportMessages, ImportPlan,
-    ImportReport, InsertStrategy, MessageKind, PublishMode, RepositoryError, UserId,
+    ImportReport, InsertStrategy, KeyClaim, MessageKind, PublishMode, RepositoryError,
+    StoredResponse, UserId,
 };
 
 use crate::create_chat::{WriteCount, insert_members, rows_per_statement};
 use crate::error_mapping::{name_unknown_users, query_err};
+use crate::idempotency::{self, Claimed};
 use crate::models::MessageRow;
+use crate::publish_plan::TxError;
 use crate::queries::InsertMessagesUnnest;
 use crate::reads;
 use crate::schema::{chat_members, messages};
@@ -120,16 +124,40 @@ async fn insert_messages(
     Ok(count)
 }
 
-/// One chunk as one transaction.
+/// One chunk as one transaction. Under a key the chunk claims its part
+/// first: a chunk committed by an earlier request with the same key is
+/// not written again (`None`).
 async fn write_chunk(
     s: &mut DbSession,
     rows: &Rows,
     chunk: ChunkRange,
     strategy: InsertStrategy,
-) -> Result<WriteCount, RepositoryError> {
+    key: Option<&KeyClaim>,
+    retention: Duration,
+) -> Result<Option<WriteCount>, RepositoryError> {
     let outcome = s
-        .transaction(async |s| rows.write(s, chunk, strategy).await)
+        .transaction(async |s| {
+            if let Some(key) = key {
+                let part = key.part(
+                    chunk.index,
+                    StoredResponse {
+                        status: 201,
+                        body: format!(r#"{{"chunk":{},"rows":{}}}"#, chunk.index, chunk.rows),
+                    },
+                );
+                if let Claimed::Replay(_) = idempotency::claim(s, &part, retention).await? {
+                    return Ok(None);
+                }
+            }
+            Ok::<_, TxError>(Some(rows.write(s, chunk, strategy).await?))
+        })
         .await;
+    let outcome = match outcome {
+        Ok(done) => Ok(done),
+        Err(TxError::Db(e)) => Err(e),
+        Err(TxError::Refused(e)) => return Err(e),
+        Err(TxError::Publish(e)) => return Err(RepositoryError::Internal(Box::new(e))),
+    };
     match (outcome, rows) {
         (Ok(count), _) => Ok(count),
         // The chunk rolled back; an unknown user is named, as createChat
@@ -152,15 +180,20 @@ impl PgStore {
         rows: Rows,
         plan: ImportPlan,
         strategy: InsertStrategy,
+        key: Option<KeyClaim>,
     ) -> ImportReport {
+        let key = key.map(Arc::new);
+        let retention = self.key_retention();
         let requested = rows.len();
         let kind = rows.kind();
         let rows = Arc::new(rows);
         let stopped = Arc::new(AtomicBool::new(false));
-        let outcomes: Vec<(ChunkRange, Option<Result<WriteCount, RepositoryError>>)> =
+        type Outcome = Option<Result<Option<WriteCount>, RepositoryError>>;
+        let outcomes: Vec<(ChunkRange, Outcome)> =
             futures_util::stream::iter(plan.chunks(requested))
                 .map(|chunk| {
                     let (rows, stopped, db) = (rows.clone(), stopped.clone(), self.db().clone());
+                    let key = key.clone();
                     async move {
                         // A chunk not yet started when another failed is
                         // not run: the report then says exactly where the
@@ -170,7 +203,18 @@ impl PgStore {
                         }
                         let written = db
                             .run(move |s| {
-                                async move { write_chunk(s, &rows, chunk, strategy).await }.boxed()
+                                async move {
+                                    write_chunk(
+                                        s,
+                                        &rows,
+                                        chunk,
+                                        strategy,
+                                        key.as_deref(),
+                                        retention,
+                                    )
+                                    .await
+                                }
+                                .boxed()
                             })
                             .await;
                         if written.is_err() {
@@ -186,10 +230,12 @@ impl PgStore {
         let mut failure: Option<ChunkFailure> = None;
         for (chunk, outcome) in outcomes {
             match outcome {
-                Some(Ok(count)) => {
+                Some(Ok(Some(count))) => {
                     self.writes().record_import(kind, strategy, true, count);
                     committed.push(chunk);
                 }
+                // Committed by an earlier request with the same key.
+                Some(Ok(None)) => committed.push(chunk),
                 Some(Err(error)) => {
                     self.writes()
                         .record_import(kind, strategy, false, WriteCount::default());
@@ -223,6 +269,20 @@ impl PgStore {
         strategy: InsertStrategy,
         caller: UserId,
     ) -> Result<ImportReport, RepositoryError> {
+        self.import_members_keyed(job, strategy, caller, None).await
+    }
+
+    /// [`Self::import_members`] under an idempotency key: each chunk claims
+    /// its part of the key in its own transaction, so a retry writes only
+    /// the chunks that did not commit before (see
+    /// [`crate::idempotency::finish`] for the whole job's response).
+    pub async fn import_members_keyed(
+        &self,
+        job: ImportMembers,
+        strategy: InsertStrategy,
+        caller: UserId,
+        key: Option<KeyClaim>,
+    ) -> Result<ImportReport, RepositoryError> {
         let chat_id = job.chat_id;
         self.db()
             .run(move |s| async move { ensure_owner(s, chat_id, caller).await }.boxed())
@@ -232,7 +292,7 @@ impl PgStore {
             joined_at: job.joined_at,
             user_ids: job.user_ids.iter().map(|id| id.as_uuid()).collect(),
         };
-        Ok(self.run_chunks(rows, job.plan, strategy).await)
+        Ok(self.run_chunks(rows, job.plan, strategy, key).await)
     }
 
     /// Imports the messages, chunk by chunk, with `strategy` inside each
@@ -246,6 +306,19 @@ impl PgStore {
         job: ImportMessages,
         strategy: InsertStrategy,
         caller: UserId,
+    ) -> Result<ImportReport, RepositoryError> {
+        self.import_messages_keyed(job, strategy, caller, None)
+            .await
+    }
+
+    /// [`Self::import_messages`] under an idempotency key, as
+    /// [`Self::import_members_keyed`].
+    pub async fn import_messages_keyed(
+        &self,
+        job: ImportMessages,
+        strategy: InsertStrategy,
+        caller: UserId,
+        key: Option<KeyClaim>,
     ) -> Result<ImportReport, RepositoryError> {
         let chat_id = job.chat_id;
         let senders: Vec<Uuid> = job.senders().iter().map(|id| id.as_uuid()).collect();
@@ -292,7 +365,7 @@ impl PgStore {
                 })
                 .collect(),
         );
-        Ok(self.run_chunks(rows, job.plan, strategy).await)
+        Ok(self.run_chunks(rows, job.plan, strategy, key).await)
     }
 }
 

@@ -24,6 +24,17 @@ pub(crate) enum TxError {
     Db(diesel::result::Error),
     /// `in_tx_await` / `in_tx_enqueue`: the broker did not take the event.
     Publish(PublishError),
+    /// The write's idempotency key is refused (see [`crate::idempotency`]).
+    Refused(chatlab_domain::RepositoryError),
+}
+
+impl From<crate::idempotency::ClaimError> for TxError {
+    fn from(e: crate::idempotency::ClaimError) -> Self {
+        match e {
+            crate::idempotency::ClaimError::Db(e) => Self::Db(e),
+            crate::idempotency::ClaimError::Refused(e) => Self::Refused(e),
+        }
+    }
 }
 
 impl From<diesel::result::Error> for TxError {

@@ -18,18 +18,18 @@ pub(crate) async fn user(s: &mut DbSession, id: Uuid) -> QueryResult<Option<User
         .await
 }
 
-/// The chat, if `viewer` is one of its members: for anyone else it does
+/// The chat and its handed-over owner, if `viewer` is one of its members: for anyone else it does
 /// not exist. One statement.
 pub(crate) async fn chat_seen_by(
     s: &mut DbSession,
     id: Uuid,
     viewer: Uuid,
-) -> QueryResult<Option<ChatRow>> {
+) -> QueryResult<Option<(ChatRow, Option<Uuid>)>> {
     s.optional(
         chats::table
             .find(id)
             .filter(viewer_is_member(id, viewer))
-            .select(ChatRow::as_select()),
+            .select((ChatRow::as_select(), chats::owner_id)),
     )
     .await
 }
@@ -44,19 +44,78 @@ pub(crate) async fn is_member(s: &mut DbSession, chat_id: Uuid, user: Uuid) -> Q
         .await
 }
 
-/// The chat's owner and whether `user` is a member, or `None` when there
-/// is no such chat. One statement.
+/// The chat's owner (the creator until they hand it over) and whether
+/// `user` is a member, or `None` when there is no such chat. One
+/// statement.
 pub(crate) async fn owner_and_membership(
     s: &mut DbSession,
     chat_id: Uuid,
     user: Uuid,
 ) -> QueryResult<Option<(Uuid, bool)>> {
-    s.optional(
-        chats::table
-            .find(chat_id)
-            .select((chats::creator_id, viewer_is_member(chat_id, user))),
-    )
-    .await
+    let row: Option<(Uuid, Option<Uuid>, bool)> = s
+        .optional(chats::table.find(chat_id).select((
+            chats::creator_id,
+            chats::owner_id,
+            viewer_is_member(chat_id, user),
+        )))
+        .await?;
+    Ok(row.map(|(creator, owner, member)| (owner.unwrap_or(creator), member)))
+}
+
+/// [`owner_and_membership`], locking the chat row against other membership
+/// changes until the transaction ends (`FOR NO KEY UPDATE`: messages and
+/// member rows, whose foreign keys take `KEY SHARE`, are not blocked).
+pub(crate) async fn owner_and_membership_locked(
+    s: &mut DbSession,
+    chat_id: Uuid,
+    user: Uuid,
+) -> QueryResult<Option<(Uuid, bool)>> {
+    let row: Option<(Uuid, Option<Uuid>, bool)> = s
+        .optional(
+            chats::table
+                .find(chat_id)
+                .select((
+                    chats::creator_id,
+                    chats::owner_id,
+                    viewer_is_member(chat_id, user),
+                ))
+                .for_no_key_update(),
+        )
+        .await?;
+    Ok(row.map(|(creator, owner, member)| (owner.unwrap_or(creator), member)))
+}
+
+/// Which of `ids` are members of the chat already.
+pub(crate) async fn members_among(
+    s: &mut DbSession,
+    chat_id: Uuid,
+    ids: &[UserId],
+) -> QueryResult<Vec<UserId>> {
+    let found: HashSet<Uuid> = s
+        .load::<_, Uuid>(
+            chat_members::table
+                .filter(chat_members::chat_id.eq(chat_id))
+                .filter(chat_members::user_id.eq_any(uuids(ids)))
+                .select(chat_members::user_id),
+        )
+        .await?
+        .into_iter()
+        .collect();
+    Ok(sift(ids, &found, true))
+}
+
+/// The ids as UUIDs.
+fn uuids(ids: &[UserId]) -> Vec<Uuid> {
+    ids.iter().map(|id| id.as_uuid()).collect()
+}
+
+/// The ids among `ids` that are in `found` (`present`) or are not, in the
+/// order given.
+fn sift(ids: &[UserId], found: &HashSet<Uuid>, present: bool) -> Vec<UserId> {
+    ids.iter()
+        .copied()
+        .filter(|id| found.contains(&id.as_uuid()) == present)
+        .collect()
 }
 
 pub(crate) async fn member_count(s: &mut DbSession, chat_id: Uuid) -> QueryResult<i64> {
@@ -145,21 +204,16 @@ pub(crate) async fn messages_page(
 
 /// The ids among `ids` that name no user, in the order given.
 pub(crate) async fn missing_users(s: &mut DbSession, ids: &[UserId]) -> QueryResult<Vec<UserId>> {
-    let wanted: Vec<Uuid> = ids.iter().map(|id| id.as_uuid()).collect();
     let found: HashSet<Uuid> = s
         .load::<_, Uuid>(
             users::table
-                .filter(users::id.eq_any(wanted))
+                .filter(users::id.eq_any(uuids(ids)))
                 .select(users::id),
         )
         .await?
         .into_iter()
         .collect();
-    Ok(ids
-        .iter()
-        .copied()
-        .filter(|id| !found.contains(&id.as_uuid()))
-        .collect())
+    Ok(sift(ids, &found, false))
 }
 
 /// Converts message rows, failing on a row the domain cannot represent.

@@ -17,6 +17,7 @@ diesel::table! {
         creator_id -> Uuid,
         created_at -> Timestamptz,
         publish_mode -> Text,
+        owner_id -> Nullable<Uuid>,
     }
 }
 
@@ -31,6 +32,17 @@ diesel::table! {
         offset -> Int8,
         occurred_at -> Timestamptz,
         recorded_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    idempotency_keys (user_id, key) {
+        user_id -> Uuid,
+        key -> Text,
+        fingerprint -> Bytea,
+        status -> Int2,
+        response -> Text,
+        created_at -> Timestamptz,
     }
 }
 
@@ -81,6 +93,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     chat_members,
     chats,
     event_receipts,
+    idempotency_keys,
     messages,
     outbox,
     users,

@@ -1,6 +1,7 @@
 //! [`PgStore`]: the domain's ports on PostgreSQL.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use diesel::prelude::*;
 use diesel::sql_types::Integer;
@@ -9,8 +10,8 @@ use prometheus_client::registry::Registry;
 use tracing::instrument;
 
 use chatlab_domain::{
-    Chat, ChatCreated, ChatId, CreateChat, Entity, Event, EventPublisher, InsertStrategy, Member,
-    Message, MessageId, MessageKind, NewUser, Page, PageRequest, PublishMode, RepositoryError,
+    Chat, ChatCreated, ChatId, CreateChat, Entity, Event, EventPublisher, InsertStrategy, KeyClaim,
+    Keyed, Member, Message, MessageId, NewUser, Page, PageRequest, PublishMode, RepositoryError,
     SendMessage, UnavailableReason, User, UserId,
 };
 use tokio::sync::Notify;
@@ -22,6 +23,7 @@ use crate::create_chat::{
 };
 use crate::database::Database;
 use crate::error_mapping::{name_unknown_users, query_err};
+use crate::idempotency::{self, Claimed};
 use crate::models::UserRow;
 use crate::pool_metrics::PoolMetrics;
 use crate::publish_plan::{PublishPlan, TxError};
@@ -45,6 +47,8 @@ pub struct PgStore {
     writes: Arc<WriteMetrics>,
     publisher: Arc<dyn EventPublisher>,
     outbox_wakeup: Arc<Notify>,
+    /// How long idempotency keys are remembered.
+    key_retention: Duration,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -68,6 +72,7 @@ impl PgStore {
             writes: WriteMetrics::register(registry),
             publisher,
             outbox_wakeup: Arc::new(Notify::new()),
+            key_retention: config.idempotency_retention,
         }
     }
 
@@ -78,13 +83,18 @@ impl PgStore {
     }
 
     /// The publish plan of one write in `mode`.
-    fn plan(&self, mode: PublishMode, event: impl FnOnce() -> Event) -> PublishPlan {
+    pub(crate) fn plan(&self, mode: PublishMode, event: impl FnOnce() -> Event) -> PublishPlan {
         PublishPlan::new(
             mode,
             event,
             self.publisher.clone(),
             self.outbox_wakeup.clone(),
         )
+    }
+
+    /// How long idempotency keys are remembered.
+    pub fn key_retention(&self) -> Duration {
+        self.key_retention
     }
 
     /// The connections.
@@ -107,6 +117,7 @@ impl PgStore {
 fn tx_err(e: TxError) -> RepositoryError {
     match e {
         TxError::Db(e) => query_err(e),
+        TxError::Refused(e) => e,
         TxError::Publish(e) => RepositoryError::Unavailable {
             reason: UnavailableReason::EventBroker,
             source: Box::new(e),
@@ -190,46 +201,62 @@ impl PgStore {
 }
 
 /// createChat's unit of work: the transaction, and on a foreign-key
-/// violation the query that names the unknown users.
+/// violation the query that names the unknown users. A keyed write claims
+/// its key first, inside the transaction, so even `single` and `pipeline`
+/// open one then.
 async fn create_chat_work(
     s: &mut DbSession,
     command: &CreateChat,
-    strategy: InsertStrategy,
-    mode: PublishMode,
+    route: Route,
     plan: &PublishPlan,
-) -> Result<Written, RepositoryError> {
-    let on_its_own = !plan.needs_open_transaction();
+    key: Option<&KeyClaim>,
+    retention: Duration,
+) -> Result<Keyed<Written>, RepositoryError> {
+    let Route { strategy, mode } = route;
+    let on_its_own = !plan.needs_open_transaction() && key.is_none();
     let outcome = match strategy {
         // One statement, its own transaction: the outbox row rides in it.
         InsertStrategy::Single if on_its_own => {
             create_chat_single(s, command, mode, plan.outbox_row())
                 .await
+                .map(Keyed::Fresh)
                 .map_err(TxError::Db)
         }
         // BEGIN to COMMIT in one flight, the outbox row among them.
         InsertStrategy::Pipeline if on_its_own => s
             .pipelined_transaction(pipeline_statements(command, mode, plan.outbox_row()))
             .await
-            .map(|pipelined| pipeline_write(&pipelined))
+            .map(|pipelined| Keyed::Fresh(pipeline_write(&pipelined)))
             .map_err(TxError::Db),
         _ => {
             s.transaction(async |s| {
+                let claimed = match key {
+                    Some(key) => Some(idempotency::claim(s, key, retention).await?),
+                    None => None,
+                };
+                if let Some(Claimed::Replay(response)) = claimed {
+                    return Ok(Keyed::Replayed(response));
+                }
                 let body = create_chat_inner(s, command, strategy, mode).await?;
                 plan.before_commit(s).await?;
-                Ok::<_, TxError>(ChatWrite {
+                Ok::<_, TxError>(Keyed::Fresh(ChatWrite {
                     count: body.count,
-                    // BEGIN, the body, the outbox row, COMMIT.
-                    round_trips: body.round_trips + plan.statements_before_commit() + 2,
-                })
+                    // BEGIN, the key's claim, the body, the outbox row, COMMIT.
+                    round_trips: body.round_trips
+                        + u64::from(claimed.is_some())
+                        + plan.statements_before_commit()
+                        + 2,
+                }))
             })
             .await
         }
     };
     match outcome {
-        Ok(write) => Ok(Written {
+        Ok(Keyed::Fresh(write)) => Ok(Keyed::Fresh(Written {
             write,
             held: s.held_for(),
-        }),
+        })),
+        Ok(Keyed::Replayed(response)) => Ok(Keyed::Replayed(response)),
         // An unknown creator or member: the transaction rolled back, so
         // nothing is written; say which ids are unknown.
         Err(TxError::Db(e)) => Err(name_unknown_users(s, &command.member_ids, e).await),
@@ -237,47 +264,75 @@ async fn create_chat_work(
     }
 }
 
+/// The insert strategy and publish mode of one write.
+#[derive(Debug, Clone, Copy)]
+struct Route {
+    strategy: InsertStrategy,
+    mode: PublishMode,
+}
+
 impl PgStore {
     /// createChat: the chat row, its member rows (by `strategy`) and the
     /// "room created" system message, in one transaction, with its
     /// `chat.created` event published by `mode`. Unknown member ids answer
     /// `UnknownUsers` listing every one of them, and nothing is written.
-    #[instrument(skip_all, fields(
-        chat_id = %command.chat_id,
-        strategy = strategy.as_str(),
-        publish_mode = mode.as_str(),
-        members = command.member_ids.len(),
-    ))]
     pub async fn create_chat(
         &self,
         command: CreateChat,
         strategy: InsertStrategy,
         mode: PublishMode,
     ) -> Result<ChatCreated, RepositoryError> {
+        let created = self
+            .create_chat_keyed(command, strategy, mode, None)
+            .await?;
+        created.fresh().ok_or_else(|| {
+            RepositoryError::Internal("a write without a key was answered as a replay".into())
+        })
+    }
+
+    /// [`Self::create_chat`] under an idempotency key: the key is claimed
+    /// in the same transaction, so a request repeated under it answers
+    /// [`Keyed::Replayed`] with the first response, and writes and
+    /// publishes nothing.
+    #[instrument(name = "create_chat", skip_all, fields(
+        chat_id = %command.chat_id,
+        strategy = strategy.as_str(),
+        publish_mode = mode.as_str(),
+        members = command.member_ids.len(),
+    ))]
+    pub async fn create_chat_keyed(
+        &self,
+        command: CreateChat,
+        strategy: InsertStrategy,
+        mode: PublishMode,
+        key: Option<KeyClaim>,
+    ) -> Result<Keyed<ChatCreated>, RepositoryError> {
         let plan = self.plan(mode, || {
             Event::chat_created(&command, mode)
                 .with_trace_parent(chatlab_telemetry::current_traceparent())
         });
         let command = Arc::new(command);
+        let retention = self.key_retention;
         let written = {
             let (command, plan) = (command.clone(), plan.clone());
+            let route = Route { strategy, mode };
             self.db
                 .run(move |s| {
-                    async move { create_chat_work(s, &command, strategy, mode, &plan).await }
-                        .boxed()
+                    async move {
+                        create_chat_work(s, &command, route, &plan, key.as_ref(), retention).await
+                    }
+                    .boxed()
                 })
                 .await?
+        };
+        let written = match written {
+            Keyed::Fresh(written) => written,
+            Keyed::Replayed(response) => return Ok(Keyed::Replayed(response)),
         };
         self.writes
             .record(strategy, mode, written.write, written.held);
         plan.after_commit().await;
-        Ok(ChatCreated {
-            id: command.chat_id,
-            name: command.name.clone(),
-            member_count: command.member_ids.len(),
-            system_message_id: command.system_message_id,
-            created_at: command.created_at,
-        })
+        Ok(Keyed::Fresh(ChatCreated::of(&command)))
     }
 
     /// Reads a chat with its member count; `NotFound` if absent or if
@@ -286,7 +341,7 @@ impl PgStore {
         self.db
             .run(move |s| {
                 async move {
-                    let row = reads::chat_seen_by(s, id.as_uuid(), viewer.as_uuid())
+                    let (row, owner) = reads::chat_seen_by(s, id.as_uuid(), viewer.as_uuid())
                         .await
                         .map_err(query_err)?
                         .ok_or_else(|| Self::not_found(Entity::Chat, id))?;
@@ -295,6 +350,7 @@ impl PgStore {
                         id: row.id.into(),
                         name: row.name,
                         creator_id: row.creator_id.into(),
+                        owner_id: owner.unwrap_or(row.creator_id).into(),
                         member_count,
                         created_at: row.created_at,
                     })
@@ -362,40 +418,74 @@ async fn send_message_work(
     s: &mut DbSession,
     insert: InsertTalkIfMember,
     plan: &PublishPlan,
-) -> Result<(), RepositoryError> {
+    key: Option<&KeyClaim>,
+    retention: Duration,
+) -> Result<Keyed<()>, RepositoryError> {
     let chat_id = ChatId::from_uuid(insert.chat_id);
-    let inserted = if !plan.needs_transaction() {
+    let inserted = if !plan.needs_transaction() && key.is_none() {
         // One statement: no transaction needed.
         s.execute(insert).await.map_err(query_err)?
     } else {
-        s.transaction(async |s| {
-            let inserted = s.execute(insert).await?;
-            if inserted == 1 {
-                plan.before_commit(s).await?;
-            }
-            Ok::<_, TxError>(inserted)
-        })
-        .await
-        .map_err(tx_err)?
+        let outcome = s
+            .transaction(async |s| {
+                if let Some(key) = key
+                    && let Claimed::Replay(response) = idempotency::claim(s, key, retention).await?
+                {
+                    return Ok(Keyed::Replayed(response));
+                }
+                let inserted = s.execute(insert).await?;
+                if inserted == 1 {
+                    plan.before_commit(s).await?;
+                } else {
+                    // Roll the key's claim back with the write that did
+                    // not happen.
+                    return Err(TxError::Refused(PgStore::not_found(Entity::Chat, chat_id)));
+                }
+                Ok::<_, TxError>(Keyed::Fresh(inserted))
+            })
+            .await
+            .map_err(tx_err)?;
+        match outcome {
+            Keyed::Fresh(inserted) => inserted,
+            Keyed::Replayed(response) => return Ok(Keyed::Replayed(response)),
+        }
     };
     if inserted == 0 {
         // No such chat, or the sender is no member of it: the same answer,
         // so a chat's existence cannot be probed, and no second statement.
         return Err(PgStore::not_found(Entity::Chat, chat_id));
     }
-    Ok(())
+    Ok(Keyed::Fresh(()))
 }
 
 impl PgStore {
     /// Writes a talk message with its `message.sent` event published by
     /// `mode`. `NotFound` if the chat does not exist or the sender is not
     /// one of its members (one answer for both).
-    #[instrument(skip_all, fields(chat_id = %command.chat_id, publish_mode = mode.as_str()))]
     pub async fn send_message(
         &self,
         command: SendMessage,
         mode: PublishMode,
     ) -> Result<Message, RepositoryError> {
+        let sent = self.send_message_keyed(command, mode, None).await?;
+        sent.fresh().ok_or_else(|| {
+            RepositoryError::Internal("a write without a key was answered as a replay".into())
+        })
+    }
+
+    /// [`Self::send_message`] under an idempotency key, as
+    /// [`Self::create_chat_keyed`].
+    #[instrument(
+        name = "send_message",
+        skip_all,
+        fields(chat_id = %command.chat_id, publish_mode = mode.as_str())
+    )]
+    pub async fn send_message_keyed(
+        &self,
+        command: SendMessage,
+        mode: PublishMode,
+        key: Option<KeyClaim>,
+    ) -> Result<Keyed<Message>, RepositoryError> {
         let plan = self.plan(mode, || {
             Event::message_sent(&command, mode)
                 .with_trace_parent(chatlab_telemetry::current_traceparent())
@@ -408,21 +498,23 @@ impl PgStore {
             created_at: command.created_at,
             publish_mode: mode.as_str(),
         };
-        {
+        let retention = self.key_retention;
+        let outcome = {
             let plan = plan.clone();
             self.db
-                .run(move |s| async move { send_message_work(s, insert, &plan).await }.boxed())
-                .await?;
+                .run(move |s| {
+                    async move {
+                        send_message_work(s, insert, &plan, key.as_ref(), retention).await
+                    }
+                    .boxed()
+                })
+                .await?
+        };
+        if let Keyed::Replayed(response) = outcome {
+            return Ok(Keyed::Replayed(response));
         }
         plan.after_commit().await;
-        Ok(Message {
-            id: command.id,
-            chat_id: command.chat_id,
-            sender_id: Some(command.sender_id),
-            kind: MessageKind::Talk,
-            body: command.body,
-            created_at: command.created_at,
-        })
+        Ok(Keyed::Fresh(Message::sent(&command)))
     }
 
     /// Messages newest first, strictly older than the cursor; `NotFound` if

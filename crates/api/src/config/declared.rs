@@ -378,6 +378,28 @@ pub struct DeclaredSettings {
     )]
     pub chatlab_allow_overrides: bool,
 
+    /// How long an `Idempotency-Key` is remembered; a retry after it writes again
+    #[arg(
+        long,
+        global = true,
+        env = "CHATLAB_IDEMPOTENCY_RETENTION_SECS",
+        default_value = "86400",
+        value_parser = clap::value_parser!(u64).range(1..),
+        help_heading = "Writes"
+    )]
+    pub chatlab_idempotency_retention_secs: u64,
+
+    /// Period of the sweep that deletes expired idempotency keys
+    #[arg(
+        long,
+        global = true,
+        env = "CHATLAB_IDEMPOTENCY_SWEEP_SECS",
+        default_value = "300",
+        value_parser = clap::value_parser!(u64).range(1..),
+        help_heading = "Writes"
+    )]
+    pub chatlab_idempotency_sweep_secs: u64,
+
     /// Most members of a new chat, creator included
     #[arg(
         long,

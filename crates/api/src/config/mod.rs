@@ -156,6 +156,8 @@ pub struct WriteSettings {
     /// Whether a request may name them (`X-Chatlab-Insert-Strategy`,
     /// `X-Chatlab-Publish-Mode`).
     pub allow_overrides: bool,
+    /// Period of the expired-idempotency-key sweep.
+    pub idempotency_sweep_every: Duration,
 }
 
 /// Everything the server needs.
@@ -208,6 +210,7 @@ impl Settings {
         db.max_lifetime = optional_secs(d.db_pool_max_lifetime_secs);
         db.idle_timeout = optional_secs(d.db_pool_idle_timeout_secs);
         db.recycle = d.db_pool_recycle;
+        db.idempotency_retention = Duration::from_secs(d.chatlab_idempotency_retention_secs);
         db.session = SessionSettings {
             application_name: d.db_application_name,
             statement_timeout: Duration::from_millis(d.db_statement_timeout_ms),
@@ -248,6 +251,7 @@ impl Settings {
                 default_strategy: d.chat_insert_strategy,
                 default_publish_mode: d.kafka_publish_mode,
                 allow_overrides: d.chatlab_allow_overrides,
+                idempotency_sweep_every: Duration::from_secs(d.chatlab_idempotency_sweep_secs),
             },
             limits: Limits {
                 chat_max_members: d.chat_max_members,

@@ -61,6 +61,9 @@ pub struct ChatResponse {
     pub name: String,
     /// Its creator.
     pub creator_id: Uuid,
+    /// Its owner, who adds and removes members: the creator until they
+    /// hand it over.
+    pub owner_id: Uuid,
     /// Members, creator included.
     pub member_count: i64,
     /// Creation time.
@@ -73,6 +76,7 @@ impl From<Chat> for ChatResponse {
             id: c.id.into(),
             name: c.name,
             creator_id: c.creator_id.into(),
+            owner_id: c.owner_id.into(),
             member_count: c.member_count,
             created_at: c.created_at,
         }

@@ -28,10 +28,12 @@ pub struct MessageResponse {
     pub id: Uuid,
     /// Its chat.
     pub chat_id: Uuid,
-    /// Its author; absent for system messages.
+    /// Its author (for a membership message, who made the change); absent
+    /// for system messages.
     pub sender_id: Option<Uuid>,
-    /// `system` or `talk`.
-    #[schema(example = "talk")]
+    /// `system` (written by chatlab), `talk` (written by a member) or
+    /// `membership` (a change of members or owner, by its sender).
+    #[schema(example = "talk", pattern = "^(system|talk|membership)$")]
     pub kind: String,
     /// The text.
     pub body: String,

@@ -4,6 +4,7 @@
 
 mod chats;
 mod import_jobs;
+mod members;
 mod messages;
 mod users;
 
@@ -13,6 +14,9 @@ pub use chats::{
 pub use import_jobs::{
     ChunkResponse, ImportMembersRequest, ImportMessagesRequest, ImportResponse,
     ImportedMessageRequest,
+};
+pub use members::{
+    AddMembersRequest, MembersAddedResponse, OwnerChangedResponse, TransferOwnershipRequest,
 };
 pub use messages::{MessageResponse, MessagesPage, MessagesQuery, SendMessageRequest};
 pub use users::{

@@ -50,6 +50,9 @@ pub struct Problem {
     /// `import-stopped` one caused by unknown users).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unknown_user_ids: Option<Vec<Uuid>>,
+    /// The ids that are members already, for `already-members` problems.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub already_member_ids: Option<Vec<Uuid>>,
     /// `import-stopped`: what caused the stop (`urn:chatlab:problem:...`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cause_type: Option<String>,
@@ -114,6 +117,14 @@ pub enum ApiError {
     Forbidden(String),
     /// The write collides with existing data.
     Conflict(String),
+    /// Users to add are members already.
+    AlreadyMembers(Vec<Uuid>),
+    /// The owner asked to leave without handing over.
+    OwnerCannotLeave(String),
+    /// The `Idempotency-Key` was used before for another request.
+    IdempotencyKeyReused,
+    /// A request with the same `Idempotency-Key` is still running.
+    IdempotencyKeyInFlight,
     /// Storage cannot serve now; retry.
     Unavailable {
         /// What ran out or broke.
@@ -151,6 +162,19 @@ impl ApiError {
             Self::NotTheOwner(_) => ("not-the-owner", "Only the chat's owner may do this"),
             Self::Forbidden(_) => ("not-a-member", "Not a member of the chat"),
             Self::Conflict(_) => ("conflict", "Conflict"),
+            Self::AlreadyMembers(_) => ("already-members", "Already members of the chat"),
+            Self::OwnerCannotLeave(_) => (
+                "owner-cannot-leave",
+                "The owner must hand the chat over before leaving",
+            ),
+            Self::IdempotencyKeyReused => (
+                "idempotency-key-reused",
+                "The idempotency key was used for another request",
+            ),
+            Self::IdempotencyKeyInFlight => (
+                "idempotency-key-in-flight",
+                "A request with this idempotency key is still in progress",
+            ),
             Self::Unavailable { .. } => ("unavailable", "Service temporarily unavailable"),
             Self::Internal(_) => ("internal", "Internal error"),
             Self::ImportStopped { .. } => (
@@ -170,8 +194,23 @@ impl ApiError {
             | Self::RequestTimeout(d)
             | Self::NotTheOwner(d)
             | Self::Forbidden(d)
-            | Self::Conflict(d) => d.clone(),
+            | Self::Conflict(d)
+            | Self::OwnerCannotLeave(d) => d.clone(),
+            Self::AlreadyMembers(ids) => format!(
+                "{} user id(s) are members already: {}; nothing was written",
+                ids.len(),
+                ids.iter()
+                    .map(Uuid::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
             Self::Validation(errors) => errors.to_string(),
+            Self::IdempotencyKeyReused => "this Idempotency-Key was sent before with another \
+                 operation, path or body; nothing was written: use a new key for a new request"
+                .to_owned(),
+            Self::IdempotencyKeyInFlight => "a request with this Idempotency-Key is still being \
+                 written; retry it shortly to get its response"
+                .to_owned(),
             Self::MethodNotAllowed { allow } => {
                 format!("this path takes {}", allow.join(", "))
             }
@@ -228,6 +267,10 @@ impl ApiError {
             },
             unknown_user_ids: match self {
                 Self::UnknownUsers(ids) => Some(ids.clone()),
+                _ => None,
+            },
+            already_member_ids: match self {
+                Self::AlreadyMembers(ids) => Some(ids.clone()),
                 _ => None,
             },
             cause_type: None,
@@ -298,13 +341,18 @@ impl ResponseError for ApiError {
             Self::BadRequest(_) => StatusCode::BAD_REQUEST,
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::Validation(_) | Self::UnknownUsers(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::Validation(_) | Self::UnknownUsers(_) | Self::IdempotencyKeyReused => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
             Self::NotFound(_) | Self::NoRoute(_) => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Self::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::Forbidden(_) | Self::NotTheOwner(_) => StatusCode::FORBIDDEN,
-            Self::Conflict(_) => StatusCode::CONFLICT,
+            Self::Conflict(_)
+            | Self::AlreadyMembers(_)
+            | Self::OwnerCannotLeave(_)
+            | Self::IdempotencyKeyInFlight => StatusCode::CONFLICT,
             Self::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             Self::ImportStopped { cause, .. } => cause.status_code(),
@@ -319,7 +367,7 @@ impl ResponseError for ApiError {
         let mut response = HttpResponse::build(status);
         response.insert_header((header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON)));
         match self {
-            Self::Unavailable { .. } => {
+            Self::Unavailable { .. } | Self::IdempotencyKeyInFlight => {
                 response.insert_header((header::RETRY_AFTER, RETRY_AFTER_SECS.to_string()));
             }
             Self::Unauthorized(why) => {
@@ -357,6 +405,12 @@ impl From<RepositoryError> for ApiError {
             e @ RepositoryError::NotAMember { .. } => Self::Forbidden(e.to_string()),
             e @ RepositoryError::NotTheOwner { .. } => Self::NotTheOwner(e.to_string()),
             RepositoryError::Conflict(what) => Self::Conflict(what),
+            RepositoryError::AlreadyMembers(ids) => {
+                Self::AlreadyMembers(ids.into_iter().map(Into::into).collect())
+            }
+            e @ RepositoryError::OwnerCannotLeave(_) => Self::OwnerCannotLeave(e.to_string()),
+            RepositoryError::IdempotencyKeyReused => Self::IdempotencyKeyReused,
+            RepositoryError::IdempotencyKeyInFlight => Self::IdempotencyKeyInFlight,
             RepositoryError::Unavailable { reason, source } => Self::Unavailable { reason, source },
             RepositoryError::Internal(source) => Self::Internal(source),
         }

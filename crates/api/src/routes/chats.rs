@@ -1,9 +1,11 @@
+use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, get, post, web};
 
-use chatlab_domain::{ChatId, CreateChat, NewChat, PageRequest, UserId};
+use chatlab_domain::{ChatCreated, ChatId, CreateChat, NewChat, PageRequest, UserId};
 
 use crate::auth::Caller;
 use crate::dto::{ChatCreatedResponse, ChatResponse, CreateChatRequest, MembersPage, MembersQuery};
+use crate::idempotency::{IdempotencyKeyHeader, IdempotencyKeyValue, PreparedResponse};
 use crate::overrides::{ChosenPublishMode, ChosenStrategy, PublishModeName, StrategyName};
 use crate::problem::{ApiError, Problem};
 use crate::state::AppState;
@@ -23,17 +25,21 @@ use crate::state::AppState;
             description = "per_row, batch, unnest, single or pipeline; honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
         ("x-chatlab-publish-mode" = Option<PublishModeName>, Header,
             description = "off, in_tx_await, in_tx_enqueue, after_commit or outbox; honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
+        ("idempotency-key" = Option<IdempotencyKeyValue>, Header,
+            description = "Makes a retry safe: the same key from the same user within the retention (24 h) answers the first response and writes nothing more"),
     ),
     responses(
-        (status = 201, description = "Created", body = ChatCreatedResponse,
+        (status = 201, description = "Created; or, with `Idempotent-Replayed: true`, the first response to this Idempotency-Key", body = ChatCreatedResponse,
             headers(
                 ("x-chatlab-insert-strategy" = String, description = "The strategy used"),
                 ("x-chatlab-publish-mode" = String, description = "The publish mode used"),
+                ("idempotent-replayed" = String, description = "`true` when this is the stored response of an earlier request with the same Idempotency-Key"),
             )),
+        (status = 409, description = "A request with the same Idempotency-Key is still being written", body = Problem, content_type = "application/problem+json"),
         (status = 400, description = "Malformed JSON or override header", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "The body is not sent as application/json", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No valid bearer token", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid fields, too many members, or unknown users (listed)", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid fields, too many members, unknown users (listed), or an Idempotency-Key used before for another request", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable, pool exhausted, or (in_tx_await) the broker did not acknowledge; nothing written", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -43,23 +49,41 @@ pub async fn create_chat(
     state: web::Data<AppState>,
     strategy: ChosenStrategy,
     mode: ChosenPublishMode,
+    key: IdempotencyKeyHeader,
     body: web::Json<CreateChatRequest>,
 ) -> Result<HttpResponse, ApiError> {
     let body = body.into_inner();
     let command = CreateChat::validate(
         NewChat {
-            name: body.name,
+            name: body.name.clone(),
             creator_id: caller.0,
-            member_ids: body.member_ids.into_iter().map(UserId::from_uuid).collect(),
+            member_ids: body
+                .member_ids
+                .iter()
+                .copied()
+                .map(UserId::from_uuid)
+                .collect(),
         },
         &state.limits,
     )?;
     tracing::Span::current().record("chatlab.member_count", command.member_ids.len());
-    let created = state.store.create_chat(command, strategy.0, mode.0).await?;
-    Ok(HttpResponse::Created()
-        .insert_header(strategy.header())
-        .insert_header(mode.header())
-        .json(ChatCreatedResponse::from(created)))
+    let prepared = PreparedResponse::new(
+        key,
+        caller.0,
+        "createChat",
+        "/v1/chats",
+        &body,
+        StatusCode::CREATED,
+        &ChatCreatedResponse::from(ChatCreated::of(&command)),
+    )?;
+    let outcome = state
+        .store
+        .create_chat_keyed(command, strategy.0, mode.0, prepared.claim())
+        .await?;
+    Ok(prepared.respond(outcome, |r| {
+        r.insert_header(strategy.header())
+            .insert_header(mode.header());
+    }))
 }
 
 /// Reads a chat with its member count; members only.

@@ -1,9 +1,11 @@
+use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, get, post, web};
 
-use chatlab_domain::{ChatId, MessageId, NewMessage, PageRequest, SendMessage};
+use chatlab_domain::{ChatId, Message, MessageId, NewMessage, PageRequest, SendMessage};
 
 use crate::auth::Caller;
 use crate::dto::{MessageResponse, MessagesPage, MessagesQuery, SendMessageRequest};
+use crate::idempotency::{IdempotencyKeyHeader, IdempotencyKeyValue, PreparedResponse};
 use crate::overrides::{ChosenPublishMode, ChosenStrategy, PublishModeName};
 use crate::problem::{ApiError, Problem};
 use crate::state::AppState;
@@ -17,18 +19,22 @@ use crate::state::AppState;
         ("id" = uuid::Uuid, Path, description = "Chat id"),
         ("x-chatlab-publish-mode" = Option<PublishModeName>, Header,
             description = "off, in_tx_await, in_tx_enqueue, after_commit or outbox; honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
+        ("idempotency-key" = Option<IdempotencyKeyValue>, Header,
+            description = "Makes a retry safe: the same key from the same user within the retention (24 h) answers the first response and writes nothing more"),
     ),
     responses(
-        (status = 201, description = "Created", body = MessageResponse,
+        (status = 201, description = "Created; or, with `Idempotent-Replayed: true`, the first response to this Idempotency-Key", body = MessageResponse,
             headers(
                 ("x-chatlab-insert-strategy" = String, description = "The server's strategy (a message is one row whatever it is)"),
                 ("x-chatlab-publish-mode" = String, description = "The publish mode used"),
+                ("idempotent-replayed" = String, description = "`true` when this is the stored response of an earlier request with the same Idempotency-Key"),
             )),
+        (status = 409, description = "A request with the same Idempotency-Key is still being written", body = Problem, content_type = "application/problem+json"),
         (status = 400, description = "Malformed JSON or id", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "The body is not sent as application/json", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No valid bearer token", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such chat, or the caller is not a member (the same answer)", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid body", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid body, or an Idempotency-Key used before for another request", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable, or (in_tx_await) the broker did not acknowledge; nothing written", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -39,19 +45,32 @@ pub async fn send_message(
     strategy: ChosenStrategy,
     mode: ChosenPublishMode,
     id: web::Path<uuid::Uuid>,
+    key: IdempotencyKeyHeader,
     body: web::Json<SendMessageRequest>,
 ) -> Result<HttpResponse, ApiError> {
     let body = body.into_inner();
     let command = SendMessage::validate(NewMessage {
         chat_id: ChatId::from_uuid(*id),
         sender_id: caller.0,
-        body: body.body,
+        body: body.body.clone(),
     })?;
-    let message = state.store.send_message(command, mode.0).await?;
-    Ok(HttpResponse::Created()
-        .insert_header(strategy.header())
-        .insert_header(mode.header())
-        .json(MessageResponse::from(message)))
+    let prepared = PreparedResponse::new(
+        key,
+        caller.0,
+        "sendMessage",
+        &format!("/v1/chats/{}/messages", *id),
+        &body,
+        StatusCode::CREATED,
+        &MessageResponse::from(Message::sent(&command)),
+    )?;
+    let outcome = state
+        .store
+        .send_message_keyed(command, mode.0, prepared.claim())
+        .await?;
+    Ok(prepared.respond(outcome, |r| {
+        r.insert_header(strategy.header())
+            .insert_header(mode.header());
+    }))
 }
 
 /// Lists messages newest first (members only), a page at a time (keyset pagination: every

@@ -8,6 +8,7 @@ mod audit;
 mod chats;
 mod health;
 mod import_jobs;
+mod members;
 mod messages;
 mod metrics;
 mod users;
@@ -29,7 +30,13 @@ pub fn configure(cfg: &mut ServiceConfig) {
             .service(messages::send_message)
             .service(messages::list_messages)
             .service(import_jobs::import_members)
-            .service(import_jobs::import_messages),
+            .service(import_jobs::import_messages)
+            // After the imports: `/members/{user_id}` would otherwise also
+            // be the route name of `/members/import` (actix names a request
+            // by the first pattern its path matches, whatever the method).
+            .service(members::add_members)
+            .service(members::remove_member)
+            .service(members::transfer_ownership),
     )
     .service(health::healthz)
     .service(health::readyz);

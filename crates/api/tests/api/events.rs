@@ -32,7 +32,7 @@ fn unique_topic() -> String {
 /// Reads the topic until it holds at least `at_least` records, for up to
 /// 60 s; the failure message carries the server's event metrics and the
 /// audit.
-async fn wait_for_records(
+pub async fn wait_for_records(
     app: &TestApp,
     bootstrap: &str,
     topic: &str,
@@ -83,7 +83,7 @@ async fn wait_for_records(
 }
 
 /// A server on the test broker, with a topic of its own and overrides on.
-async fn spawn_on_tansu() -> (TestApp, String, String) {
+pub async fn spawn_on_tansu() -> (TestApp, String, String) {
     let brokers = test_brokers();
     let topic = unique_topic();
     let app = spawn_app_with(&[

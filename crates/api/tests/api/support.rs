@@ -26,7 +26,9 @@ pub struct TestApp {
     /// Keys with the server's secret.
     pub keys: chatlab_auth::TokenKeys,
     pub client: reqwest::Client,
-    pub db: TestDb,
+    /// Shared, so a second server can start on the same database (a
+    /// restart).
+    pub db: std::sync::Arc<TestDb>,
     /// The in-process mock cluster, when the test set no `KAFKA_BROKERS`.
     pub embedded: Option<std::sync::Arc<chatlab_kafka::EmbeddedBroker>>,
     handle: actix_web::dev::ServerHandle,
@@ -52,6 +54,11 @@ pub async fn spawn_app_with(extra: &[(&str, &str)]) -> TestApp {
 }
 
 pub async fn spawn_on(db: TestDb, extra: &[(&str, &str)]) -> TestApp {
+    spawn_on_shared(std::sync::Arc::new(db), extra).await
+}
+
+/// A server on a database another server may have used (or still use).
+pub async fn spawn_on_shared(db: std::sync::Arc<TestDb>, extra: &[(&str, &str)]) -> TestApp {
     if std::env::var_os("TEST_LOG").is_some() {
         let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "debug".to_owned());
         chatlab_api::telemetry::init(LogFormat::Pretty, &filter);
@@ -106,6 +113,11 @@ pub async fn spawn_on(db: TestDb, extra: &[(&str, &str)]) -> TestApp {
 }
 
 impl TestApp {
+    /// Stops the server gracefully and waits until it has.
+    pub async fn stop(&self) {
+        self.handle.stop(true).await;
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{}", self.address, path)
     }

@@ -4,6 +4,7 @@
 //! fixed-shape queries. (`diesel::sql_query` would not be cached: diesel
 //! marks raw SQL unsafe to cache, since it cannot know the text is fixed.)
 
+mod claim_idempotency_key;
 mod create_chat_single;
 mod insert_members_unnest;
 mod insert_messages_unnest;
@@ -12,6 +13,7 @@ mod insert_talk_if_member;
 mod transaction_control;
 mod viewer_is_member;
 
+pub use claim_idempotency_key::ClaimIdempotencyKey;
 pub use create_chat_single::{CreateChatSingle, CreateChatSingleWithOutbox, SingleRows};
 pub use insert_members_unnest::InsertMembersUnnest;
 pub use insert_messages_unnest::InsertMessagesUnnest;

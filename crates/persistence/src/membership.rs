@@ -1,0 +1,341 @@
+//! Membership changes on PostgreSQL: adding members (by the insert
+//! strategy), removing one or leaving, and handing the ownership over.
+//!
+//! Each is one transaction: it locks the chat row against other membership
+//! changes (`FOR NO KEY UPDATE`, which posting does not wait for), checks
+//! who may do it, writes the change and its `membership` message, and runs
+//! the publish plan's in-transaction step; the event follows the message's
+//! publish mode like any other write's.
+
+use std::time::Duration;
+
+use diesel::prelude::*;
+use diesel::result::{DatabaseErrorKind, Error as DieselError};
+use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
+use tracing::instrument;
+use uuid::Uuid;
+
+use chatlab_domain::{
+    AddMembers, ChatId, Entity, Event, InsertStrategy, KeyClaim, Keyed, MessageId, MessageKind,
+    PublishMode, RemoveMember, RepositoryError, TransferOwnership, UserId,
+};
+
+use crate::create_chat::insert_members;
+use crate::error_mapping::{name_unknown_users, query_err};
+use crate::idempotency::{self, Claimed};
+use crate::models::MessageRow;
+use crate::publish_plan::{PublishPlan, TxError};
+use crate::reads;
+use crate::schema::{chat_members, chats, messages};
+use crate::session::DbSession;
+use crate::store::PgStore;
+
+/// One membership change's record: its `membership` message.
+struct Change {
+    chat_id: ChatId,
+    message_id: MessageId,
+    actor: UserId,
+    body: String,
+    created_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// Writes the change's `membership` message (in `mode`), then the publish
+/// plan's step before COMMIT: the last two steps of every change.
+async fn record(
+    s: &mut DbSession,
+    change: Change,
+    mode: PublishMode,
+    plan: &PublishPlan,
+) -> Result<(), TxError> {
+    let row = MessageRow {
+        id: change.message_id.as_uuid(),
+        chat_id: change.chat_id.as_uuid(),
+        sender_id: Some(change.actor.as_uuid()),
+        kind: MessageKind::Membership.as_str().to_owned(),
+        body: change.body,
+        created_at: change.created_at,
+        publish_mode: mode.as_str().to_owned(),
+    };
+    s.execute(diesel::insert_into(messages::table).values(row))
+        .await?;
+    plan.before_commit(s).await
+}
+
+/// The chat's owner, after checking that `actor` is a member (for anyone
+/// else the chat does not exist); locks the chat row.
+async fn owner_seen_by(
+    s: &mut DbSession,
+    chat_id: ChatId,
+    actor: UserId,
+) -> Result<UserId, TxError> {
+    match reads::owner_and_membership_locked(s, chat_id.as_uuid(), actor.as_uuid()).await? {
+        Some((owner, true)) => Ok(UserId::from_uuid(owner)),
+        _ => Err(refused(PgStore::not_found(Entity::Chat, chat_id))),
+    }
+}
+
+fn refused(e: RepositoryError) -> TxError {
+    TxError::Refused(e)
+}
+
+fn not_the_owner(chat_id: ChatId, user_id: UserId) -> TxError {
+    refused(RepositoryError::NotTheOwner { chat_id, user_id })
+}
+
+/// A failed statement's error as the domain's, once the transaction has
+/// rolled back.
+fn from_tx(e: TxError) -> RepositoryError {
+    match e {
+        TxError::Db(e) => query_err(e),
+        TxError::Refused(e) => e,
+        TxError::Publish(e) => RepositoryError::Unavailable {
+            reason: chatlab_domain::UnavailableReason::EventBroker,
+            source: Box::new(e),
+        },
+    }
+}
+
+fn is_unique_violation(e: &DieselError) -> bool {
+    matches!(
+        e,
+        DieselError::DatabaseError(DatabaseErrorKind::UniqueViolation, _)
+    )
+}
+
+/// addMembers' unit of work.
+async fn add_members_work(
+    s: &mut DbSession,
+    command: &AddMembers,
+    strategy: InsertStrategy,
+    plan: &PublishPlan,
+    mode: PublishMode,
+    key: Option<&KeyClaim>,
+    retention: Duration,
+) -> Result<Keyed<()>, RepositoryError> {
+    let chat_id = command.chat_id;
+    let outcome = s
+        .transaction(async |s| {
+            if let Some(key) = key
+                && let Claimed::Replay(response) = idempotency::claim(s, key, retention).await?
+            {
+                return Ok(Keyed::Replayed(response));
+            }
+            let owner = owner_seen_by(s, chat_id, command.actor_id).await?;
+            if owner != command.actor_id {
+                return Err(not_the_owner(chat_id, command.actor_id));
+            }
+            let ids: Vec<Uuid> = command.user_ids.iter().map(|id| id.as_uuid()).collect();
+            insert_members(s, chat_id.as_uuid(), &ids, command.created_at, strategy).await?;
+            let change = Change {
+                chat_id,
+                message_id: command.message_id,
+                actor: command.actor_id,
+                body: command.message_body(),
+                created_at: command.created_at,
+            };
+            record(s, change, mode, plan).await?;
+            Ok::<_, TxError>(Keyed::Fresh(()))
+        })
+        .await;
+    match outcome {
+        Ok(done) => Ok(done),
+        // Rolled back: say which users are members already, or unknown.
+        Err(TxError::Db(e)) if is_unique_violation(&e) => {
+            match reads::members_among(s, chat_id.as_uuid(), &command.user_ids).await {
+                Ok(already) if !already.is_empty() => Err(RepositoryError::AlreadyMembers(already)),
+                Ok(_) => Err(query_err(e)),
+                Err(e) => Err(query_err(e)),
+            }
+        }
+        Err(TxError::Db(e)) => Err(name_unknown_users(s, &command.user_ids, e).await),
+        Err(e) => Err(from_tx(e)),
+    }
+}
+
+/// removeMember's unit of work.
+async fn remove_member_work(
+    s: &mut DbSession,
+    command: &RemoveMember,
+    plan: &PublishPlan,
+    mode: PublishMode,
+) -> Result<(), RepositoryError> {
+    let chat_id = command.chat_id;
+    s.transaction(async |s| {
+        let owner = owner_seen_by(s, chat_id, command.actor_id).await?;
+        if command.is_leaving() && owner == command.actor_id {
+            return Err(refused(RepositoryError::OwnerCannotLeave(chat_id)));
+        }
+        if !command.is_leaving() && owner != command.actor_id {
+            return Err(not_the_owner(chat_id, command.actor_id));
+        }
+        let removed = s
+            .execute(
+                diesel::delete(chat_members::table)
+                    .filter(chat_members::chat_id.eq(chat_id.as_uuid()))
+                    .filter(chat_members::user_id.eq(command.user_id.as_uuid())),
+            )
+            .await?;
+        if removed == 0 {
+            return Err(refused(PgStore::not_found(Entity::Member, command.user_id)));
+        }
+        let change = Change {
+            chat_id,
+            message_id: command.message_id,
+            actor: command.actor_id,
+            body: command.message_body(),
+            created_at: command.created_at,
+        };
+        record(s, change, mode, plan).await
+    })
+    .await
+    .map_err(from_tx)
+}
+
+/// transferOwnership's unit of work.
+async fn transfer_work(
+    s: &mut DbSession,
+    command: &TransferOwnership,
+    plan: &PublishPlan,
+    mode: PublishMode,
+) -> Result<(), RepositoryError> {
+    let chat_id = command.chat_id;
+    s.transaction(async |s| {
+        let owner = owner_seen_by(s, chat_id, command.actor_id).await?;
+        if owner != command.actor_id {
+            return Err(not_the_owner(chat_id, command.actor_id));
+        }
+        if command.owner_id == owner {
+            return Err(refused(RepositoryError::Conflict(format!(
+                "user {} owns chat {chat_id} already",
+                command.owner_id
+            ))));
+        }
+        if !reads::is_member(s, chat_id.as_uuid(), command.owner_id.as_uuid()).await? {
+            return Err(refused(RepositoryError::NotAMember {
+                chat_id,
+                user_id: command.owner_id,
+            }));
+        }
+        s.execute(
+            diesel::update(chats::table.find(chat_id.as_uuid()))
+                .set(chats::owner_id.eq(Some(command.owner_id.as_uuid()))),
+        )
+        .await?;
+        let change = Change {
+            chat_id,
+            message_id: command.message_id,
+            actor: command.actor_id,
+            body: command.message_body(),
+            created_at: command.created_at,
+        };
+        record(s, change, mode, plan).await
+    })
+    .await
+    .map_err(from_tx)
+}
+
+impl PgStore {
+    /// Adds members to a chat (the owner only), by `strategy`, with a
+    /// `membership` message and its `members.added` event published by
+    /// `mode`. Members already in the chat answer `AlreadyMembers`, unknown
+    /// ids `UnknownUsers`, and nothing is written. With a `key`, as
+    /// [`PgStore::create_chat_keyed`].
+    #[instrument(skip_all, fields(
+        chat_id = %command.chat_id,
+        strategy = strategy.as_str(),
+        publish_mode = mode.as_str(),
+        members = command.user_ids.len(),
+    ))]
+    pub async fn add_members(
+        &self,
+        command: AddMembers,
+        strategy: InsertStrategy,
+        mode: PublishMode,
+        key: Option<KeyClaim>,
+    ) -> Result<Keyed<()>, RepositoryError> {
+        let plan = self.plan(mode, || {
+            Event::members_added(&command, mode)
+                .with_trace_parent(chatlab_telemetry::current_traceparent())
+        });
+        let retention = self.key_retention();
+        let outcome = {
+            let plan = plan.clone();
+            self.db()
+                .run(move |s| {
+                    async move {
+                        add_members_work(
+                            s,
+                            &command,
+                            strategy,
+                            &plan,
+                            mode,
+                            key.as_ref(),
+                            retention,
+                        )
+                        .await
+                    }
+                    .boxed()
+                })
+                .await?
+        };
+        if let Keyed::Fresh(()) = outcome {
+            plan.after_commit().await;
+        }
+        Ok(outcome)
+    }
+
+    /// Removes a member (the owner removes anyone but themself; a member
+    /// removes themself: leaves), with a `membership` message and its
+    /// `member.removed` event. The owner cannot leave before handing over.
+    #[instrument(skip_all, fields(chat_id = %command.chat_id, publish_mode = mode.as_str()))]
+    pub async fn remove_member(
+        &self,
+        command: RemoveMember,
+        mode: PublishMode,
+    ) -> Result<(), RepositoryError> {
+        let plan = self.plan(mode, || {
+            Event::member_removed(&command, mode)
+                .with_trace_parent(chatlab_telemetry::current_traceparent())
+        });
+        self.run_planned(plan, move |s, plan| {
+            async move { remove_member_work(s, &command, &plan, mode).await }.boxed()
+        })
+        .await
+    }
+
+    /// Hands the chat over to another member (the owner only), with a
+    /// `membership` message and its `chat.owner_changed` event.
+    #[instrument(skip_all, fields(chat_id = %command.chat_id, publish_mode = mode.as_str()))]
+    pub async fn transfer_ownership(
+        &self,
+        command: TransferOwnership,
+        mode: PublishMode,
+    ) -> Result<(), RepositoryError> {
+        let plan = self.plan(mode, || {
+            Event::owner_changed(&command, mode)
+                .with_trace_parent(chatlab_telemetry::current_traceparent())
+        });
+        self.run_planned(plan, move |s, plan| {
+            async move { transfer_work(s, &command, &plan, mode).await }.boxed()
+        })
+        .await
+    }
+
+    /// Runs `work` on a connection with a copy of `plan`, then the plan's
+    /// step after COMMIT, the connection back in the pool.
+    async fn run_planned<F>(&self, plan: PublishPlan, work: F) -> Result<(), RepositoryError>
+    where
+        F: for<'s> FnOnce(
+                &'s mut DbSession,
+                PublishPlan,
+            ) -> BoxFuture<'s, Result<(), RepositoryError>>
+            + Send
+            + 'static,
+    {
+        let copy = plan.clone();
+        self.db().run(move |s| work(s, copy)).await?;
+        plan.after_commit().await;
+        Ok(())
+    }
+}
