@@ -92,7 +92,7 @@ RUNS ?= 50
 .PHONY: demo loadtest loadtest-create loadtest-seed001 loadtest-ramp bench-baseline \
         loadtest-crosscheck loadtest-pool loadtest-poolsize loadtest-driver loadtest-concurrency \
         loadtest-tracing loadtest-smoke load-build load-db broker-check events-stress \
-        fault-db fault-broker fault-server fault-cancel fault-collector fault-slow-clients soak faults
+        fault-db fault-broker fault-server fault-cancel fault-retry fault-collector fault-slow-clients soak faults
 .PHONY: help run build release test fuzz fmt fmt-check lint layering settings-docs schema-check deps-check openapi openapi-check \
         docker-check k6-check db db-stop broker broker-stop ci clean-testdbs up down loadtest-docker dashboard-check
 
@@ -216,6 +216,19 @@ fault-cancel: load-build ## Clients hang up at random points (per_row, 200 membe
 	scripts/fault.sh fault-cancel --faults cancel --publish-modes $(FAULT_MODES) --members 200 --deadline 2ms..60ms \
 	    --env CHAT_INSERT_STRATEGY=per_row --env KAFKA_MOCK_BROKER_RTT_MS=5 $(FAULT_ENV) $(CANCEL_ARGS)
 
+# Clients that give up (deadline 20-150 ms against per_row writes of 200
+# members) and retry up to 4 times: without a key some chats are written
+# twice (counted, by creator and member set); with an Idempotency-Key none
+# may be (an invariant). Then the server killed under keyed retries: a write
+# whose answer the kill cut is answered from the stored key after restart.
+fault-retry: load-build ## Retried createChat after client timeouts, without and with Idempotency-Key, and across a server kill: chats written twice
+	scripts/fault.sh fault-retry --faults cancel --publish-modes $(FAULT_MODES) --members 200 --deadline 20ms..150ms \
+	    --retries 4 --env CHAT_INSERT_STRATEGY=per_row --env KAFKA_MOCK_BROKER_RTT_MS=5 $(FAULT_ENV) $(CANCEL_ARGS)
+	scripts/fault.sh fault-retry-keyed --faults cancel --publish-modes $(FAULT_MODES) --members 200 --deadline 20ms..150ms \
+	    --retries 4 --idempotency-keys --env CHAT_INSERT_STRATEGY=per_row --env KAFKA_MOCK_BROKER_RTT_MS=5 $(FAULT_ENV) $(CANCEL_ARGS)
+	scripts/fault.sh fault-retry-keyed --faults server-kill --tansu-bin $$(scripts/ensure-tansu.sh --print-bin) \
+	    --retries 8 --idempotency-keys --publish-modes outbox $(FAULT_ENV) --latency-bound 12s $(FAULT_ARGS) --down 1s
+
 # The soak publishes to the embedded broker: its audit reads the whole
 # topic (60,000 events), which tansu's SQLite engine does not serve within a
 # minute.
@@ -223,7 +236,7 @@ soak: load-build ## The mixed write load at a steady rate (10 min; QUICK: 30 s):
 	scripts/fault.sh soak --faults soak \
 	    --publish-modes $(FAULT_MODES) $(FAULT_ENV) --latency-bound 8s $(SOAK_ARGS)
 
-faults: fault-db fault-broker fault-server fault-cancel fault-slow-clients ## Every fault experiment
+faults: fault-db fault-broker fault-server fault-cancel fault-retry fault-slow-clients ## Every fault experiment
 
 db: ## Start PostgreSQL if nothing answers, and create the chatlab database
 	@DATABASE_URL=$(DATABASE_URL) scripts/ensure-postgres.sh $(notdir $(firstword $(subst ?, ,$(DATABASE_URL))))

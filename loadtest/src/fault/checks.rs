@@ -34,6 +34,10 @@ pub struct RowChecks {
     pub messages_committed: u64,
     /// Answers 201 without an id in their body.
     pub acked_without_id: u64,
+    /// Chats of the run written more than once for one request (a retry
+    /// that wrote again): the second and later copies, counted by creator
+    /// and member set.
+    pub chats_duplicated: u64,
 }
 
 /// Checks every acknowledged write of `requests` against the database, and
@@ -80,7 +84,11 @@ pub fn check_rows(
              OR (SELECT count(*) FROM messages s WHERE s.chat_id = c.id AND s.kind = 'system') <> 1)), \
          (SELECT count(*) FROM chats c WHERE c.name = '{tag}'), \
          (SELECT count(*) FROM acked_messages a WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = a.id)), \
-         (SELECT count(*) FROM messages m WHERE m.kind = 'talk' AND m.body = '{tag}');"
+         (SELECT count(*) FROM messages m WHERE m.kind = 'talk' AND m.body = '{tag}'), \
+         (SELECT coalesce(sum(n - 1), 0) FROM (SELECT count(*) AS n FROM (SELECT c.creator_id, \
+             (SELECT string_agg(m.user_id::text, ',' ORDER BY m.user_id) FROM chat_members m \
+              WHERE m.chat_id = c.id) AS members FROM chats c WHERE c.name = '{tag}') AS written \
+             GROUP BY creator_id, members) AS copies);"
     );
     let out = db.psql(&sql)?;
     let figures: Vec<u64> = out
@@ -98,6 +106,7 @@ pub fn check_rows(
         chats_committed,
         messages_missing,
         messages_committed,
+        chats_duplicated,
     ] = figures[..]
     else {
         return Err(LoadError::Database(format!("unexpected answer {out:?}")));
@@ -109,6 +118,7 @@ pub fn check_rows(
         messages_missing,
         messages_committed,
         acked_without_id,
+        chats_duplicated,
     })
 }
 

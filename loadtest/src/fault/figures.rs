@@ -65,6 +65,10 @@ pub struct CellFigures {
     pub slopes: Slopes,
     /// RSS at the start and the end, MiB.
     pub rss: (f64, f64),
+    /// Retries sent (every request's retries, summed).
+    pub retries: u64,
+    /// Whether the requests carried an `Idempotency-Key`.
+    pub keyed: bool,
     /// The servers' `HTTP_SHUTDOWN_TIMEOUT_SECS`: a SIGTERM must end the
     /// process within it.
     pub shutdown_timeout: Option<Duration>,
@@ -119,6 +123,7 @@ pub fn from_requests(
         }
     }
     cell.requests = requests.len() as u64;
+    cell.retries = requests.iter().map(|r| u64::from(r.retries)).sum();
     cell.succeeded = requests.iter().filter(|r| success(r.outcome)).count() as u64;
     cell.acknowledged = requests.iter().filter(|r| r.acknowledged()).count() as u64;
     for r in requests.iter().filter(|r| !success(r.outcome)) {
@@ -249,6 +254,10 @@ pub fn broken_invariants(cell: &CellFigures, fault: Fault, latency_bound: Durati
             cell.idle_in_transaction,
             "sessions left idle in transaction",
         ),
+        (
+            if cell.keyed { rows.chats_duplicated } else { 0 },
+            "chats written twice under one Idempotency-Key",
+        ),
     ];
     for (n, what) in counted {
         if n > 0 {
@@ -360,8 +369,9 @@ pub fn to_markdown(cells: &[(CellFigures, Vec<String>)]) -> String {
     let mut s = String::from(
         "| variant | fault | requests | ok | failed (by status) | max wait ms | down → back s | \
          first ok after s | full rate after s | failed after recovery | acked missing | partial | \
-         failed per mode | events lost / phantom / dup (per mode) | outbox peak | outbox back to normal after s | invariants |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+         failed per mode | events lost / phantom / dup (per mode) | outbox peak | outbox back to normal after s | \
+         retries | chats written twice | invariants |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for (c, broken) in cells {
         let failed = if c.failed.is_empty() {
@@ -405,13 +415,18 @@ pub fn to_markdown(cells: &[(CellFigures, Vec<String>)]) -> String {
             .map(|(m, (n, f))| format!("{m} {f}/{n}"))
             .collect::<Vec<_>>()
             .join("; ");
+        let duplicated = format!(
+            "{}{}",
+            c.rows.chats_duplicated,
+            if c.keyed { " (keyed)" } else { "" }
+        );
         let verdict = if broken.is_empty() {
             "held".to_owned()
         } else {
             format!("**broken**: {}", broken.join("; "))
         };
         s.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             c.variant,
             c.fault,
             c.requests,
@@ -429,6 +444,8 @@ pub fn to_markdown(cells: &[(CellFigures, Vec<String>)]) -> String {
             if events.is_empty() { "-".into() } else { events },
             c.outbox_peak,
             secs(c.outbox_recovered_after),
+            c.retries,
+            duplicated,
             verdict,
         ));
     }
@@ -448,6 +465,7 @@ mod tests {
             latency: Duration::from_millis(latency_ms),
             outcome,
             retry_after: outcome == Outcome::Status(503),
+            retries: 0,
             id: None,
         }
     }

@@ -60,6 +60,8 @@ pub struct Request {
     pub outcome: Outcome,
     /// A 503 carried `Retry-After`.
     pub retry_after: bool,
+    /// Times it was sent again after a failed attempt.
+    pub retries: u32,
     /// The id the server answered with a 201.
     pub id: Option<Uuid>,
 }
@@ -92,6 +94,12 @@ pub struct LoadSpec {
     pub deadline: (Duration, Duration),
     /// Most requests in flight; arrivals beyond it are not sent.
     pub max_in_flight: usize,
+    /// Times a failed request (no answer, abandoned, 503, 409) is sent
+    /// again, after a backoff.
+    pub retries: u32,
+    /// Whether each request carries an `Idempotency-Key` (the same on its
+    /// retries).
+    pub keyed: bool,
 }
 
 /// What the load did.
@@ -157,6 +165,8 @@ pub async fn run(
             in_flight.clone(),
         );
         tasks.push(tokio::spawn(async move {
+            let key = spec.keyed.then(|| Uuid::now_v7().to_string());
+            let mut retries = 0;
             let (outcome, retry_after, id) = match body {
                 Some(Built { path, body, bearer }) => {
                     let header = spec.modes.get(mode).copied().flatten();
@@ -164,8 +174,16 @@ pub async fn run(
                         target: &target,
                         path: &path,
                         bearer: bearer.as_ref(),
+                        key: key.as_deref(),
                     };
-                    send(&client, to, body, header, deadline).await
+                    loop {
+                        let answer = send(&client, &to, &body, header, deadline).await;
+                        if retries >= spec.retries || !worth_retrying(answer.0) {
+                            break answer;
+                        }
+                        retries += 1;
+                        tokio::time::sleep(backoff(retries)).await;
+                    }
                 }
                 None => (Outcome::Status(0), false, None),
             };
@@ -176,6 +194,7 @@ pub async fn run(
                 latency: started.elapsed().saturating_sub(due),
                 outcome,
                 retry_after,
+                retries,
                 id,
             });
             in_flight.fetch_sub(1, Ordering::Relaxed);
@@ -223,26 +242,42 @@ fn build_body(op: Op, spec: &LoadSpec, seeded: &Seeded, rng: &mut Rng) -> Option
     }
 }
 
-/// Where a request goes, and as whom.
+/// Whether a client would send the request again: it got no answer, gave
+/// up waiting, or was told to come back (503, or 409 while a request with
+/// its key is still being written).
+fn worth_retrying(outcome: Outcome) -> bool {
+    !matches!(outcome, Outcome::Status(s) if s != 503 && s != 409)
+}
+
+/// The wait before retry `n` (from 1): 50 ms doubling, at most 1.6 s.
+fn backoff(n: u32) -> Duration {
+    Duration::from_millis(50 << n.saturating_sub(1).min(5))
+}
+
+/// Where a request goes, as whom, and under which key.
 struct To<'a> {
     target: &'a str,
     path: &'a str,
     bearer: Option<&'a HeaderValue>,
+    key: Option<&'a str>,
 }
 
 async fn send(
     client: &reqwest::Client,
-    to: To<'_>,
-    body: Value,
+    to: &To<'_>,
+    body: &Value,
     mode: Option<PublishMode>,
     deadline: Duration,
 ) -> (Outcome, bool, Option<Uuid>) {
     let mut request = client
         .post(format!("{}{}", to.target, to.path))
-        .json(&body)
+        .json(body)
         .timeout(deadline);
     if let Some(bearer) = to.bearer {
         request = request.header(AUTHORIZATION, bearer.clone());
+    }
+    if let Some(key) = to.key {
+        request = request.header("idempotency-key", key);
     }
     if let Some(mode) = mode {
         request = request.header("x-chatlab-publish-mode", mode.as_str());
@@ -276,6 +311,30 @@ mod tests {
     use crate::auth::Signer;
 
     #[test]
+    fn only_unanswered_and_come_back_later_answers_are_retried() {
+        for retried in [
+            Outcome::Abandoned,
+            Outcome::Refused,
+            Outcome::Unanswered,
+            Outcome::Cut,
+            Outcome::Status(503),
+            Outcome::Status(409),
+        ] {
+            assert!(worth_retrying(retried), "{retried:?}");
+        }
+        for settled in [
+            Outcome::Status(201),
+            Outcome::Status(422),
+            Outcome::Status(404),
+        ] {
+            assert!(!worth_retrying(settled), "{settled:?}");
+        }
+        assert_eq!(backoff(1), Duration::from_millis(50));
+        assert_eq!(backoff(3), Duration::from_millis(200));
+        assert_eq!(backoff(30), Duration::from_millis(1600));
+    }
+
+    #[test]
     fn writes_go_as_the_creator_and_a_member_without_ids_in_the_body() {
         let signer = Signer::generate("chatlab").unwrap();
         let users: Vec<Uuid> = (0..20).map(|_| Uuid::now_v7()).collect();
@@ -298,6 +357,8 @@ mod tests {
             modes: vec![None],
             deadline: (Duration::from_secs(1), Duration::from_secs(1)),
             max_in_flight: 1,
+            retries: 0,
+            keyed: false,
         };
         let subject = |b: &Built| {
             crate::auth::tests::subject(signer.secret(), "chatlab", b.bearer.as_ref().unwrap())

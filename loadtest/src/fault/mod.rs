@@ -112,6 +112,14 @@ pub struct FaultArgs {
     /// Exit 1 when an invariant breaks (the QUICK form in CI).
     #[arg(long)]
     strict: bool,
+    /// Times a request that got no answer, was abandoned, or got a 503 or
+    /// 409 is sent again (backoff 50 ms doubling).
+    #[arg(long, default_value_t = 0)]
+    retries: u32,
+    /// Send every request with an `Idempotency-Key`, the same on its
+    /// retries; then no createChat may be written twice (an invariant).
+    #[arg(long)]
+    idempotency_keys: bool,
 }
 
 /// Runs every cell; whether every invariant held.
@@ -243,6 +251,8 @@ async fn run_cell(
         modes: args.publish_modes.iter().map(|m| m.named()).collect(),
         deadline,
         max_in_flight: 2_000,
+        retries: args.retries,
+        keyed: args.idempotency_keys,
     });
     let since = Utc::now() - chrono::Duration::seconds(1);
     let started = Instant::now();
@@ -282,6 +292,7 @@ async fn run_cell(
     let mut cell = CellFigures {
         variant: variant.name.clone(),
         fault: fault.name().to_owned(),
+        keyed: args.idempotency_keys,
         shutdown_timeout: spec
             .env
             .iter()
@@ -348,7 +359,7 @@ fn parse_deadline(s: &str) -> Result<(Duration, Duration), String> {
 fn notes(args: &FaultArgs, cells: &[(CellFigures, Vec<String>)]) -> String {
     let mut s = format!(
         "Load: {} req/s for {} s ({}% createChat of {} members, the rest sendMessage), \
-         fault at {} s, down {} s, client deadline {}, publish modes {}.\n\
+         fault at {} s, down {} s, client deadline {}, publish modes {}, retries {} {}.\n\
          Bound on any wait: {} ms. Failures: `refused` = no server listening, \
          `unanswered` = connection closed or reset before any answer, `cut` = an \
          answer broken off after its head, `abandoned` = the client's own deadline.\n",
@@ -364,6 +375,12 @@ fn notes(args: &FaultArgs, cells: &[(CellFigures, Vec<String>)]) -> String {
             .map(Choice::to_string)
             .collect::<Vec<_>>()
             .join(","),
+        args.retries,
+        if args.idempotency_keys {
+            "with an Idempotency-Key"
+        } else {
+            "without a key"
+        },
         args.latency_bound.as_millis()
     );
     for (c, _) in cells {
