@@ -18,7 +18,14 @@ use crate::problem::{FieldProblem, Problem};
         title = "chatlab",
         description = "A chat-room backend built as a laboratory for the write path: \
             createChat switches between per-row, batched, unnest and one-statement writes, \
-            and every pool and write metric is exposed for measurement.",
+            and every pool and write metric is exposed for measurement.\n\n\
+            Changes within v1 (2026-12): every chat endpoint needs a bearer token, and \
+            the acting user is its subject, so `creator_id` and `sender_id` left the \
+            request bodies (a body naming them is a 400: the one breaking change); \
+            the operator endpoints (`/metrics`, `/audit`, `POST /v1/users/bulk`) moved \
+            to the operator listener; added: member addition and removal, the \
+            ownership hand-over, `owner_id` on a chat, `membership` messages, and \
+            `Idempotency-Key` on writes.",
         license(name = "Apache-2.0")
     ),
     components(schemas(

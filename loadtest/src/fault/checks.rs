@@ -35,14 +35,14 @@ pub struct RowChecks {
     /// Answers 201 without an id in their body.
     pub acked_without_id: u64,
     /// Chats of the run written more than once for one request (a retry
-    /// that wrote again): the second and later copies, counted by creator
-    /// and member set.
+    /// that wrote again): the second and later copies of each name.
     pub chats_duplicated: u64,
 }
 
 /// Checks every acknowledged write of `requests` against the database, and
-/// every chat named `tag` for completeness (`members` members and one
-/// system message).
+/// every chat of the run (named `tag #n`, see [`super::load::chat_name`])
+/// for completeness (`members` members and one system message) and for
+/// being written once per request.
 pub fn check_rows(
     db: &Database,
     requests: &[Request],
@@ -75,20 +75,19 @@ pub fn check_rows(
         }
     }
     let tag = tag.replace('\'', "''");
+    let of_run = format!("starts_with(c.name, '{tag} #')");
     let _ = writeln!(
         sql,
         "SELECT \
          (SELECT count(*) FROM acked_chats a WHERE NOT EXISTS (SELECT 1 FROM chats c WHERE c.id = a.id)), \
-         (SELECT count(*) FROM chats c WHERE c.name = '{tag}' AND ( \
+         (SELECT count(*) FROM chats c WHERE {of_run} AND ( \
              (SELECT count(*) FROM chat_members m WHERE m.chat_id = c.id) <> {members} \
              OR (SELECT count(*) FROM messages s WHERE s.chat_id = c.id AND s.kind = 'system') <> 1)), \
-         (SELECT count(*) FROM chats c WHERE c.name = '{tag}'), \
+         (SELECT count(*) FROM chats c WHERE {of_run}), \
          (SELECT count(*) FROM acked_messages a WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = a.id)), \
          (SELECT count(*) FROM messages m WHERE m.kind = 'talk' AND m.body = '{tag}'), \
-         (SELECT coalesce(sum(n - 1), 0) FROM (SELECT count(*) AS n FROM (SELECT c.creator_id, \
-             (SELECT string_agg(m.user_id::text, ',' ORDER BY m.user_id) FROM chat_members m \
-              WHERE m.chat_id = c.id) AS members FROM chats c WHERE c.name = '{tag}') AS written \
-             GROUP BY creator_id, members) AS copies);"
+         (SELECT coalesce(sum(n - 1), 0) FROM \
+             (SELECT count(*) AS n FROM chats c WHERE {of_run} GROUP BY c.name) AS copies);"
     );
     let out = db.psql(&sql)?;
     let figures: Vec<u64> = out

@@ -67,6 +67,9 @@ pub struct CellFigures {
     pub rss: (f64, f64),
     /// Retries sent (every request's retries, summed).
     pub retries: u64,
+    /// Requests answered from a stored Idempotency-Key: an earlier attempt
+    /// had written them.
+    pub replayed: u64,
     /// Whether the requests carried an `Idempotency-Key`.
     pub keyed: bool,
     /// The servers' `HTTP_SHUTDOWN_TIMEOUT_SECS`: a SIGTERM must end the
@@ -124,6 +127,7 @@ pub fn from_requests(
     }
     cell.requests = requests.len() as u64;
     cell.retries = requests.iter().map(|r| u64::from(r.retries)).sum();
+    cell.replayed = requests.iter().filter(|r| r.replayed).count() as u64;
     cell.succeeded = requests.iter().filter(|r| success(r.outcome)).count() as u64;
     cell.acknowledged = requests.iter().filter(|r| r.acknowledged()).count() as u64;
     for r in requests.iter().filter(|r| !success(r.outcome)) {
@@ -370,7 +374,7 @@ pub fn to_markdown(cells: &[(CellFigures, Vec<String>)]) -> String {
         "| variant | fault | requests | ok | failed (by status) | max wait ms | down → back s | \
          first ok after s | full rate after s | failed after recovery | acked missing | partial | \
          failed per mode | events lost / phantom / dup (per mode) | outbox peak | outbox back to normal after s | \
-         retries | chats written twice | invariants |\n\
+         retries (answered from the key) | chats written twice | invariants |\n\
          |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for (c, broken) in cells {
@@ -415,6 +419,7 @@ pub fn to_markdown(cells: &[(CellFigures, Vec<String>)]) -> String {
             .map(|(m, (n, f))| format!("{m} {f}/{n}"))
             .collect::<Vec<_>>()
             .join("; ");
+        let retried = format!("{} ({})", c.retries, c.replayed);
         let duplicated = format!(
             "{}{}",
             c.rows.chats_duplicated,
@@ -444,7 +449,7 @@ pub fn to_markdown(cells: &[(CellFigures, Vec<String>)]) -> String {
             if events.is_empty() { "-".into() } else { events },
             c.outbox_peak,
             secs(c.outbox_recovered_after),
-            c.retries,
+            retried,
             duplicated,
             verdict,
         ));
@@ -466,6 +471,7 @@ mod tests {
             outcome,
             retry_after: outcome == Outcome::Status(503),
             retries: 0,
+            replayed: false,
             id: None,
         }
     }

@@ -62,6 +62,9 @@ pub struct Request {
     pub retry_after: bool,
     /// Times it was sent again after a failed attempt.
     pub retries: u32,
+    /// Its answer was `Idempotent-Replayed`: an earlier attempt had
+    /// written it, and the server answered from the stored key.
+    pub replayed: bool,
     /// The id the server answered with a 201.
     pub id: Option<Uuid>,
 }
@@ -156,7 +159,7 @@ pub async fn run(
         let span = hi.saturating_sub(lo).as_micros() as u64;
         let deadline =
             lo + Duration::from_micros(if span == 0 { 0 } else { rng.next_u64() % span });
-        let body = build_body(op, &spec, &seeded, &mut rng);
+        let body = build_body(op, n, &spec, &seeded, &mut rng);
         let (client, target, spec, tx, in_flight) = (
             client.clone(),
             target.clone(),
@@ -167,7 +170,7 @@ pub async fn run(
         tasks.push(tokio::spawn(async move {
             let key = spec.keyed.then(|| Uuid::now_v7().to_string());
             let mut retries = 0;
-            let (outcome, retry_after, id) = match body {
+            let (outcome, retry_after, id, replayed) = match body {
                 Some(Built { path, body, bearer }) => {
                     let header = spec.modes.get(mode).copied().flatten();
                     let to = To {
@@ -185,7 +188,7 @@ pub async fn run(
                         tokio::time::sleep(backoff(retries)).await;
                     }
                 }
-                None => (Outcome::Status(0), false, None),
+                None => (Outcome::Status(0), false, None, false),
             };
             let _ = tx.send(Request {
                 op,
@@ -195,6 +198,7 @@ pub async fn run(
                 outcome,
                 retry_after,
                 retries,
+                replayed,
                 id,
             });
             in_flight.fetch_sub(1, Ordering::Relaxed);
@@ -219,14 +223,17 @@ struct Built {
     bearer: Option<HeaderValue>,
 }
 
-fn build_body(op: Op, spec: &LoadSpec, seeded: &Seeded, rng: &mut Rng) -> Option<Built> {
+/// Request `n`'s body. A chat is named after the run's tag and `n`, so a
+/// request written twice (a retry that wrote again) shows as two chats of
+/// one name.
+fn build_body(op: Op, n: usize, spec: &LoadSpec, seeded: &Seeded, rng: &mut Rng) -> Option<Built> {
     match op {
         Op::Create => {
             let m = pick_members(&seeded.users, spec.members, rng);
             let (creator, others) = m.split_first()?;
             Some(Built {
                 path: "/v1/chats".to_owned(),
-                body: json!({ "name": spec.chat_name, "member_ids": others }),
+                body: json!({ "name": chat_name(&spec.chat_name, n), "member_ids": others }),
                 bearer: seeded.bearer(creator).cloned(),
             })
         }
@@ -254,6 +261,11 @@ fn backoff(n: u32) -> Duration {
     Duration::from_millis(50 << n.saturating_sub(1).min(5))
 }
 
+/// The name of the chat request `n` of a run tagged `tag` creates.
+pub fn chat_name(tag: &str, n: usize) -> String {
+    format!("{tag} #{n}")
+}
+
 /// Where a request goes, as whom, and under which key.
 struct To<'a> {
     target: &'a str,
@@ -268,7 +280,7 @@ async fn send(
     body: &Value,
     mode: Option<PublishMode>,
     deadline: Duration,
-) -> (Outcome, bool, Option<Uuid>) {
+) -> (Outcome, bool, Option<Uuid>, bool) {
     let mut request = client
         .post(format!("{}{}", to.target, to.path))
         .json(body)
@@ -284,22 +296,26 @@ async fn send(
     }
     let resp = match request.send().await {
         Ok(resp) => resp,
-        Err(e) if e.is_timeout() => return (Outcome::Abandoned, false, None),
-        Err(e) if e.is_connect() => return (Outcome::Refused, false, None),
-        Err(_) => return (Outcome::Unanswered, false, None),
+        Err(e) if e.is_timeout() => return (Outcome::Abandoned, false, None, false),
+        Err(e) if e.is_connect() => return (Outcome::Refused, false, None, false),
+        Err(_) => return (Outcome::Unanswered, false, None, false),
     };
     let status = resp.status().as_u16();
     let retry_after = resp.headers().contains_key("retry-after");
+    let replayed = resp
+        .headers()
+        .get("idempotent-replayed")
+        .is_some_and(|v| v == "true");
     match resp.bytes().await {
         Ok(bytes) => {
             let id = (status == 201)
                 .then(|| serde_json::from_slice::<Value>(&bytes).ok())
                 .flatten()
                 .and_then(|v| v["id"].as_str()?.parse().ok());
-            (Outcome::Status(status), retry_after, id)
+            (Outcome::Status(status), retry_after, id, replayed)
         }
-        Err(e) if e.is_timeout() => (Outcome::Abandoned, retry_after, None),
-        Err(_) => (Outcome::Cut, retry_after, None),
+        Err(e) if e.is_timeout() => (Outcome::Abandoned, retry_after, None, false),
+        Err(_) => (Outcome::Cut, retry_after, None, false),
     }
 }
 
@@ -365,8 +381,9 @@ mod tests {
         };
         let mut rng = Rng::new(9);
         for _ in 0..20 {
-            let create = build_body(Op::Create, &spec, &seeded, &mut rng).unwrap();
+            let create = build_body(Op::Create, 7, &spec, &seeded, &mut rng).unwrap();
             assert_eq!(create.path, "/v1/chats");
+            assert_eq!(create.body["name"], "fault tag #7");
             assert!(create.body.get("creator_id").is_none());
             let others: Vec<Uuid> =
                 serde_json::from_value(create.body["member_ids"].clone()).unwrap();
@@ -374,7 +391,7 @@ mod tests {
             let creator = subject(&create);
             assert!(seeded.users.contains(&creator) && !others.contains(&creator));
 
-            let post = build_body(Op::Send, &spec, &seeded, &mut rng).unwrap();
+            let post = build_body(Op::Send, 8, &spec, &seeded, &mut rng).unwrap();
             assert_eq!(post.path, format!("/v1/chats/{chat}/messages"));
             assert_eq!(post.body, json!({ "body": "fault tag" }));
             assert!(seeded.chats[0].1.contains(&subject(&post)));
