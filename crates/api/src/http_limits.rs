@@ -193,6 +193,11 @@ mod tests {
             Some(&["GET", "HEAD", "POST"][..])
         );
         assert_eq!(known.allowed("/v1/chats"), Some(&["POST"][..]));
+        // The import path, not the member's, whose id is a UUID.
+        assert_eq!(
+            known.allowed("/v1/chats/0190f0d4-0000-7000-8000-000000000000/members/import"),
+            Some(&["POST"][..])
+        );
         assert_eq!(
             known.allowed("/metrics"),
             None,

@@ -51,12 +51,20 @@ pub(crate) fn query_config() -> web::QueryConfig {
 }
 
 /// A path with no endpoint answers 404 problem+json; a known path asked
-/// with a method it does not take answers 405 with `Allow`.
+/// with a method it does not take answers 405 with `Allow`. A known path
+/// asked with a method it takes reaches here only when a route refused the
+/// shape of a path parameter (a member id that is no UUID): 400.
 pub(crate) async fn no_route(req: HttpRequest) -> Result<HttpResponse, ApiError> {
     if let Some(allow) = req
         .app_data::<web::Data<KnownPaths>>()
         .and_then(|known| known.allowed(req.path()))
     {
+        if allow.contains(&req.method().as_str()) {
+            return Err(ApiError::BadRequest(format!(
+                "malformed path parameter in {}",
+                req.path()
+            )));
+        }
         return Err(ApiError::MethodNotAllowed {
             allow: allow.to_vec(),
         });

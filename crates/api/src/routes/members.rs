@@ -113,7 +113,9 @@ pub async fn add_members(
         (status = 503, description = "Database unavailable, or (in_tx_await) the broker did not acknowledge; nothing written", body = Problem, content_type = "application/problem+json"),
     )
 )]
-#[delete("/chats/{id}/members/{user_id}")]
+// Hex digits and hyphens only, so that `/members/import` (no UUID) is not
+// this route's: asked with DELETE it is then the 405 of the import path.
+#[delete("/chats/{id}/members/{user_id:[0-9a-fA-F-]+}")]
 pub async fn remove_member(
     caller: Caller,
     state: web::Data<AppState>,

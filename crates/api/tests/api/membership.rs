@@ -324,3 +324,34 @@ async fn membership_events_reach_the_topic_and_the_audit_matches_them() {
         assert_eq!(row["duplicated"], 0, "{mode}: {report}");
     }
 }
+
+#[tokio::test]
+async fn delete_on_the_import_path_is_a_405_not_a_member_id() {
+    let app = spawn_app_with(&[]).await;
+    let users = app.bulk_users(1).await;
+    let chat = app.create_chat_ok(users[0], &[]).await;
+    let resp = app
+        .client
+        .delete(app.url(&format!("/v1/chats/{chat}/members/import")))
+        .header("authorization", app.bearer(users[0]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.headers()["allow"], "POST");
+    assert_problem(resp, 405, "method-not-allowed").await;
+}
+
+#[tokio::test]
+async fn a_member_id_that_is_no_uuid_is_a_400() {
+    let app = spawn_app_with(&[]).await;
+    let users = app.bulk_users(1).await;
+    let chat = app.create_chat_ok(users[0], &[]).await;
+    let resp = app
+        .client
+        .delete(app.url(&format!("/v1/chats/{chat}/members/null,null")))
+        .header("authorization", app.bearer(users[0]))
+        .send()
+        .await
+        .unwrap();
+    assert_problem(resp, 400, "bad-request").await;
+}
