@@ -85,7 +85,6 @@ diesel::table! {
 
 diesel::joinable!(chat_members -> chats (chat_id));
 diesel::joinable!(chat_members -> users (user_id));
-diesel::joinable!(chats -> users (creator_id));
 diesel::joinable!(messages -> chats (chat_id));
 diesel::joinable!(messages -> users (sender_id));
 
