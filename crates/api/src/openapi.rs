@@ -40,6 +40,7 @@ use crate::problem::{FieldProblem, Problem};
         (name = "chats", description = "Chat rooms and their members"),
         (name = "messages", description = "Messages in a chat"),
         (name = "imports", description = "Bulk jobs: many members or messages into one chat, in chunked transactions"),
+        (name = "live", description = "Live delivery: the caller's chats' events as Server-Sent Events"),
         (name = "operations", description = "Health, readiness and metrics"),
     )
 )]

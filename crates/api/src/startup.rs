@@ -32,6 +32,13 @@ use crate::state::{AppState, MetricsEndpoint};
 use crate::telemetry::export_metrics::ExportMetrics;
 use crate::telemetry::{RequestSpan, trace_headers};
 
+/// Events read from the topic and waiting for the fan-out; when full, the
+/// tail waits (the broker keeps the rest).
+const LIVE_TAIL_CAPACITY: usize = 4096;
+
+/// How long startup waits for the live tail to follow the topic.
+const LIVE_TAIL_START: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartupError {
@@ -70,6 +77,8 @@ pub struct Application {
     relay: JoinHandle<()>,
     relay_stop: watch::Sender<bool>,
     key_sweeper: JoinHandle<()>,
+    live_tail: JoinHandle<()>,
+    live_dispatch: JoinHandle<()>,
     ledger: JoinHandle<()>,
     ledger_stop: watch::Sender<bool>,
     publisher: KafkaPublisher,
@@ -146,6 +155,39 @@ impl Application {
             settings.writes.idempotency_sweep_every,
             relay_stopped.clone(),
         );
+        let live = crate::live::Live {
+            hub: Arc::new(crate::live::Hub::default()),
+            metrics: crate::live::LiveMetrics::register(&mut registry),
+            buffer: settings.live.buffer,
+            heartbeat: settings.live.heartbeat,
+        };
+        let (tailed, to_fan_out) = mpsc::channel(LIVE_TAIL_CAPACITY);
+        let (following, tail_follows) = tokio::sync::oneshot::channel();
+        let live_tail = chatlab_kafka::live_tail::spawn(
+            &bootstrap,
+            &settings.kafka.topic,
+            tailed,
+            following,
+            relay_stopped.clone(),
+        );
+        // Listen once the tail follows the topic, so that a member who
+        // connects to a ready server misses nothing written after; a
+        // broker that does not answer delays the start by 10 s at most.
+        if tokio::time::timeout(LIVE_TAIL_START, tail_follows)
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "live delivery: the topic cannot be followed yet; members receive events once the broker answers"
+            );
+        }
+        let live_dispatch = crate::live::dispatch::spawn(
+            to_fan_out,
+            live.hub.clone(),
+            store.clone(),
+            live.metrics.clone(),
+        );
+        let live = web::Data::new(live);
         let relay = relay.spawn(relay_stopped);
         let http_metrics = web::Data::new(HttpMetrics::register(&mut registry));
         ExportMetrics::register(&mut registry);
@@ -205,6 +247,7 @@ impl Application {
             App::new()
                 .into_utoipa_app()
                 .app_data(public_state.clone())
+                .app_data(live.clone())
                 .app_data(http_metrics.clone())
                 .app_data(body_timeout.clone())
                 .app_data(known_paths.clone())
@@ -247,6 +290,8 @@ impl Application {
             relay,
             relay_stop,
             key_sweeper,
+            live_tail,
+            live_dispatch,
             ledger,
             ledger_stop,
             publisher,
@@ -293,6 +338,12 @@ impl Application {
         }
         if let Err(e) = self.key_sweeper.await {
             tracing::warn!(error = %e, "idempotency key sweeper ended abnormally");
+        }
+        if let Err(e) = self.live_tail.await {
+            tracing::warn!(error = %e, "live tail ended abnormally");
+        }
+        if let Err(e) = self.live_dispatch.await {
+            tracing::warn!(error = %e, "live fan-out ended abnormally");
         }
         let publisher = self.publisher;
         let _ =

@@ -8,9 +8,11 @@
 //!   cluster, the zero-setup default when `KAFKA_BROKERS` is unset, with
 //!   injectable round-trip time and broker outages.
 //! - [`topic_reader`]: reads a whole topic, for the event audit and tests.
+//! - [`live_tail`]: follows the topic from its end, for live delivery.
 
 pub mod config;
 pub mod embedded_broker;
+pub mod live_tail;
 pub mod metrics;
 mod producer_slot;
 pub mod publisher;

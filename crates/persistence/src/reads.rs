@@ -85,6 +85,16 @@ pub(crate) async fn owner_and_membership_locked(
     Ok(row.map(|(creator, owner, member)| (owner.unwrap_or(creator), member)))
 }
 
+/// The chats `user` is a member of (the index on `chat_members.user_id`).
+pub(crate) async fn chats_of(s: &mut DbSession, user: Uuid) -> QueryResult<Vec<Uuid>> {
+    s.load(
+        chat_members::table
+            .filter(chat_members::user_id.eq(user))
+            .select(chat_members::chat_id),
+    )
+    .await
+}
+
 /// Which of `ids` are members of the chat already.
 pub(crate) async fn members_among(
     s: &mut DbSession,

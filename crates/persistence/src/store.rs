@@ -550,6 +550,37 @@ impl PgStore {
 }
 
 impl PgStore {
+    /// The chats `user` is a member of (live delivery routes by them).
+    pub async fn chats_of(&self, user: UserId) -> Result<Vec<ChatId>, RepositoryError> {
+        let ids = self
+            .db
+            .run(move |s| {
+                async move { reads::chats_of(s, user.as_uuid()).await.map_err(query_err) }.boxed()
+            })
+            .await?;
+        Ok(ids.into_iter().map(ChatId::from_uuid).collect())
+    }
+
+    /// Which of `users` are members of the chat.
+    pub async fn members_among(
+        &self,
+        chat_id: ChatId,
+        users: Vec<UserId>,
+    ) -> Result<Vec<UserId>, RepositoryError> {
+        self.db
+            .run(move |s| {
+                async move {
+                    reads::members_among(s, chat_id.as_uuid(), &users)
+                        .await
+                        .map_err(query_err)
+                }
+                .boxed()
+            })
+            .await
+    }
+}
+
+impl PgStore {
     /// The language a session's error messages come in (`lc_messages`):
     /// `C` where the role could pin it. Timeouts, deadlocks and ended
     /// sessions are told apart by English message text (see

@@ -378,6 +378,28 @@ pub struct DeclaredSettings {
     )]
     pub chatlab_allow_overrides: bool,
 
+    /// Events a live connection (`GET /v1/events`) may have waiting; a client slower than that is disconnected
+    #[arg(
+        long,
+        global = true,
+        env = "LIVE_BUFFER_EVENTS",
+        default_value = "256",
+        value_parser = clap::value_parser!(u32).range(1..=65536),
+        help_heading = "Live delivery"
+    )]
+    pub live_buffer_events: u32,
+
+    /// Period of the heartbeat comment on an idle live connection
+    #[arg(
+        long,
+        global = true,
+        env = "LIVE_HEARTBEAT_SECS",
+        default_value = "15",
+        value_parser = clap::value_parser!(u64).range(1..),
+        help_heading = "Live delivery"
+    )]
+    pub live_heartbeat_secs: u64,
+
     /// How long an `Idempotency-Key` is remembered; a retry after it writes again
     #[arg(
         long,

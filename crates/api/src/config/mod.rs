@@ -160,6 +160,15 @@ pub struct WriteSettings {
     pub idempotency_sweep_every: Duration,
 }
 
+/// Live delivery (`GET /v1/events`).
+#[derive(Debug, Clone, Copy)]
+pub struct LiveSettings {
+    /// Events a connection may have waiting.
+    pub buffer: usize,
+    /// Heartbeat period on an idle connection.
+    pub heartbeat: Duration,
+}
+
 /// Everything the server needs.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -173,6 +182,8 @@ pub struct Settings {
     pub run_migrations: bool,
     /// Write-path choices.
     pub writes: WriteSettings,
+    /// Live delivery.
+    pub live: LiveSettings,
     /// Request limits.
     pub limits: Limits,
     /// Kafka.
@@ -252,6 +263,10 @@ impl Settings {
                 default_publish_mode: d.kafka_publish_mode,
                 allow_overrides: d.chatlab_allow_overrides,
                 idempotency_sweep_every: Duration::from_secs(d.chatlab_idempotency_sweep_secs),
+            },
+            live: LiveSettings {
+                buffer: d.live_buffer_events as usize,
+                heartbeat: Duration::from_secs(d.live_heartbeat_secs),
             },
             limits: Limits {
                 chat_max_members: d.chat_max_members,

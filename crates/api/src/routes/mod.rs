@@ -36,7 +36,8 @@ pub fn configure(cfg: &mut ServiceConfig) {
             // by the first pattern its path matches, whatever the method).
             .service(members::add_members)
             .service(members::remove_member)
-            .service(members::transfer_ownership),
+            .service(members::transfer_ownership)
+            .service(crate::live::stream::events),
     )
     .service(health::healthz)
     .service(health::readyz);

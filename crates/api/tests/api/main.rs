@@ -10,6 +10,7 @@ mod events;
 mod exposure;
 mod idempotency;
 mod import_jobs;
+mod live;
 mod membership;
 mod messages;
 mod operations;

@@ -1,0 +1,72 @@
+//! Live delivery's counters on `/metrics`.
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
+
+use chatlab_persistence::pool_metrics::latency_buckets;
+
+/// Live delivery metrics.
+#[derive(Debug, Clone)]
+pub struct LiveMetrics {
+    /// Open streaming connections.
+    pub connections: Gauge,
+    /// Events read from the topic and fanned out.
+    pub events: Counter,
+    /// Frames handed to connections.
+    pub deliveries: Counter,
+    /// Connections dropped because their buffer was full.
+    pub dropped_slow: Counter,
+    /// Duplicate events not delivered again.
+    pub duplicates: Counter,
+    /// From the event's creation (the write's timestamp) to its hand-over
+    /// to the connections' buffers.
+    pub delay: Histogram,
+}
+
+impl LiveMetrics {
+    /// Creates the metrics and registers them.
+    pub fn register(registry: &mut Registry) -> Self {
+        let m = Self {
+            connections: Gauge::default(),
+            events: Counter::default(),
+            deliveries: Counter::default(),
+            dropped_slow: Counter::default(),
+            duplicates: Counter::default(),
+            delay: Histogram::new(latency_buckets()),
+        };
+        registry.register(
+            "chatlab_live_connections",
+            "Open live delivery connections (GET /v1/events)",
+            m.connections.clone(),
+        );
+        registry.register(
+            "chatlab_live_events",
+            "Events read from the topic and fanned out",
+            m.events.clone(),
+        );
+        registry.register(
+            "chatlab_live_deliveries",
+            "Events handed to connections",
+            m.deliveries.clone(),
+        );
+        registry.register(
+            "chatlab_live_dropped_slow",
+            "Connections closed because their buffer was full",
+            m.dropped_slow.clone(),
+        );
+        registry.register(
+            "chatlab_live_duplicates",
+            "Events a connection had already received, not delivered again",
+            m.duplicates.clone(),
+        );
+        registry.register_with_unit(
+            "chatlab_live_delay",
+            "From an event's write to its hand-over to the connections",
+            Unit::Seconds,
+            m.delay.clone(),
+        );
+        m
+    }
+}

@@ -1,0 +1,146 @@
+//! Follows the event topic from its end, every partition: one instance's
+//! live feed for the members connected to it.
+//!
+//! No consumer group: every instance reads every partition (instances share
+//! nothing but the database and the broker), and nothing is committed, so a
+//! restarted instance starts at the end again; what its clients missed
+//! meanwhile is theirs to ask for. Records are parsed into events; one that
+//! is not a chatlab event is counted and skipped.
+
+use std::time::Duration;
+
+use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::message::Message;
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+
+use chatlab_domain::Event;
+
+use crate::KafkaSetupError;
+
+/// How long the tail waits for the topic's metadata at startup.
+const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One event as the tail read it.
+#[derive(Debug, Clone)]
+pub struct TailedEvent {
+    /// The event.
+    pub event: Event,
+    /// Its partition.
+    pub partition: i32,
+    /// Its offset there.
+    pub offset: i64,
+}
+
+/// Starts following `topic` at `bootstrap` from each partition's end at
+/// the moment it is assigned, sending every event to `sink` (waiting when
+/// it is full) until `stop` turns true. A broker that cannot be asked for
+/// the topic's partitions is asked again every second (logged), so a
+/// server starts without its broker and delivers once it is back.
+///
+/// `following` is told once the tail is assigned: every event written from
+/// then on is read.
+pub fn spawn(
+    bootstrap: &str,
+    topic: &str,
+    sink: mpsc::Sender<TailedEvent>,
+    following: oneshot::Sender<()>,
+    mut stop: watch::Receiver<bool>,
+) -> JoinHandle<()> {
+    let (bootstrap, topic) = (bootstrap.to_owned(), topic.to_owned());
+    tokio::spawn(async move {
+        let mut following = Some(following);
+        let consumer = loop {
+            match assigned(&bootstrap, &topic).await {
+                Ok(consumer) => {
+                    if let Some(tell) = following.take() {
+                        let _ = tell.send(());
+                    }
+                    break consumer;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, topic, "live tail: cannot follow the topic yet; asking again in 1 s");
+                    tokio::select! {
+                        _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                        _ = stop.changed() => return,
+                    }
+                }
+            }
+        };
+        loop {
+            let received = tokio::select! {
+                m = consumer.recv() => m,
+                _ = stop.changed() => return,
+            };
+            let message = match received {
+                Ok(m) => m,
+                Err(e) => {
+                    tracing::warn!(error = %e, "live tail: the broker answered an error");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
+            };
+            let Some(event) = message.payload().and_then(|p| Event::from_json(p).ok()) else {
+                tracing::debug!(
+                    partition = message.partition(),
+                    offset = message.offset(),
+                    "live tail: a record that is not a chatlab event"
+                );
+                continue;
+            };
+            let tailed = TailedEvent {
+                event,
+                partition: message.partition(),
+                offset: message.offset(),
+            };
+            if sink.send(tailed).await.is_err() {
+                return;
+            }
+        }
+    })
+}
+
+/// A consumer assigned every partition of `topic` at its high watermark
+/// of this moment (asked explicitly, so the position is fixed before the
+/// tail says it follows, not at its first fetch).
+async fn assigned(bootstrap: &str, topic: &str) -> Result<StreamConsumer, KafkaSetupError> {
+    let consumer: StreamConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        // Required by librdkafka; unique, so no two instances share one.
+        .set("group.id", format!("chatlab-live-{}", uuid::Uuid::now_v7()))
+        .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", "false")
+        .set("auto.offset.reset", "latest")
+        .set("isolation.level", "read_uncommitted")
+        .create()?;
+    let topic_name = topic.to_owned();
+    let (consumer, partitions) = tokio::task::spawn_blocking(move || {
+        let metadata = consumer.fetch_metadata(Some(&topic_name), METADATA_TIMEOUT)?;
+        let partitions: Vec<i32> = metadata
+            .topics()
+            .iter()
+            .filter(|t| t.name() == topic_name)
+            .flat_map(|t| t.partitions().iter().map(|p| p.id()))
+            .collect();
+        let mut ends = Vec::with_capacity(partitions.len());
+        for p in partitions {
+            let (_, high) = consumer.fetch_watermarks(&topic_name, p, METADATA_TIMEOUT)?;
+            ends.push((p, high));
+        }
+        Ok::<_, KafkaSetupError>((consumer, ends))
+    })
+    .await
+    .map_err(|e| KafkaSetupError::Broker(format!("live tail setup: {e}")))??;
+    if partitions.is_empty() {
+        return Err(KafkaSetupError::Broker(format!(
+            "topic {topic} has no partitions to follow"
+        )));
+    }
+    let mut assignment = TopicPartitionList::new();
+    for (p, high) in &partitions {
+        assignment.add_partition_offset(topic, *p, Offset::Offset(*high))?;
+    }
+    consumer.assign(&assignment)?;
+    Ok(consumer)
+}
