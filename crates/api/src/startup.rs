@@ -79,6 +79,7 @@ pub struct Application {
     key_sweeper: JoinHandle<()>,
     live_tail: JoinHandle<()>,
     live_dispatch: JoinHandle<()>,
+    live_hub: Arc<crate::live::Hub>,
     ledger: JoinHandle<()>,
     ledger_stop: watch::Sender<bool>,
     publisher: KafkaPublisher,
@@ -187,6 +188,7 @@ impl Application {
             store.clone(),
             live.metrics.clone(),
         );
+        let live_hub = live.hub.clone();
         let live = web::Data::new(live);
         let relay = relay.spawn(relay_stopped);
         let http_metrics = web::Data::new(HttpMetrics::register(&mut registry));
@@ -272,6 +274,9 @@ impl Application {
         .client_request_timeout(settings.http.header_timeout)
         .client_disconnect_timeout(std::time::Duration::from_secs(1))
         .shutdown_timeout(settings.http.shutdown_timeout.as_secs())
+        // Signals are taken in `run_until_stopped`, which first ends the
+        // live streams (they would hold a graceful stop to its timeout).
+        .disable_signals()
         .listen(listener)
         .map_err(|source| StartupError::Bind {
             addr: settings.http.addr,
@@ -292,6 +297,7 @@ impl Application {
             key_sweeper,
             live_tail,
             live_dispatch,
+            live_hub,
             ledger,
             ledger_stop,
             publisher,
@@ -321,13 +327,23 @@ impl Application {
     }
 
     /// Serves until SIGTERM or SIGINT (or [`Application::handle`]'s stop),
-    /// then lets in-flight requests finish within the shutdown timeout,
+    /// then ends the live streams (each with a last `closing` event), lets
+    /// in-flight requests finish within the shutdown timeout,
     /// stops the outbox relay after its batch in hand, gives queued events
     /// five seconds to be delivered, and writes their receipts.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         let ops = self.ops_server.handle();
         let ops_served = tokio::spawn(self.ops_server);
+        let handle = self.server.handle();
+        let hub = self.live_hub.clone();
+        let on_signal = tokio::spawn(async move {
+            stop_signal().await;
+            tracing::info!("stop signal: closing the live streams, then stopping gracefully");
+            hub.close_all();
+            handle.stop(true).await;
+        });
         let served = self.server.await;
+        on_signal.abort();
         ops.stop(true).await;
         if let Ok(Err(e)) = ops_served.await {
             tracing::warn!(error = %e, "operator listener ended abnormally");
@@ -355,6 +371,28 @@ impl Application {
         }
         drop(self.embedded);
         served
+    }
+}
+
+/// SIGTERM or SIGINT.
+async fn stop_signal() {
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut term) => {
+                term.recv().await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "SIGTERM cannot be caught; stop with SIGINT");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = terminate => {}
+        _ = tokio::signal::ctrl_c() => {}
     }
 }
 

@@ -180,6 +180,25 @@ impl Hub {
         }
     }
 
+    /// Ends every connection (the server is stopping): each gets a last
+    /// `closing` frame if its buffer has room, then its stream ends, so a
+    /// graceful stop does not wait for open streams.
+    pub fn close_all(&self) {
+        let mut s = self.lock();
+        let frame = Frame {
+            event_id: Uuid::nil(),
+            text: Bytes::from_static(
+                b"event: closing\ndata: {\"reason\":\"the server is stopping; reconnect\"}\n\n",
+            ),
+        };
+        for c in s.connections.values() {
+            let _ = c.frames.try_send(frame.clone());
+        }
+        s.connections.clear();
+        s.by_chat.clear();
+        s.by_user.clear();
+    }
+
     /// Forgets a connection.
     pub fn unregister(&self, id: u64) {
         let mut s = self.lock();
@@ -356,6 +375,21 @@ mod tests {
         assert_eq!(b.frames.try_recv().unwrap().event_id, removal.event_id);
         assert_eq!(hub.fan_out(&message(chat, ada), &[]).delivered, 1);
         assert!(b.frames.try_recv().is_err());
+    }
+
+    #[test]
+    fn closing_ends_every_stream_after_a_last_frame() {
+        let hub = Hub::default();
+        let chat = Uuid::now_v7();
+        let mut a = hub.register(Uuid::now_v7(), &[chat], 8);
+        hub.close_all();
+        assert_eq!(hub.connections(), 0);
+        let last = a.frames.try_recv().unwrap();
+        assert!(last.text.starts_with(b"event: closing"));
+        assert!(matches!(
+            a.frames.try_recv(),
+            Err(mpsc::error::TryRecvError::Disconnected)
+        ));
     }
 
     #[test]
