@@ -161,12 +161,19 @@ impl Application {
             metrics: crate::live::LiveMetrics::register(&mut registry),
             buffer: settings.live.buffer,
             heartbeat: settings.live.heartbeat,
+            source: crate::live::catch_up::TopicSource {
+                bootstrap: bootstrap.clone(),
+                topic: settings.kafka.topic.clone(),
+                limit: settings.live.catch_up_records,
+            },
         };
         let (tailed, to_fan_out) = mpsc::channel(LIVE_TAIL_CAPACITY);
         let (following, tail_follows) = tokio::sync::oneshot::channel();
         let live_tail = chatlab_kafka::live_tail::spawn(
             &bootstrap,
             &settings.kafka.topic,
+            settings.live.fetch_wait,
+            live.metrics.lag.clone(),
             tailed,
             following,
             relay_stopped.clone(),

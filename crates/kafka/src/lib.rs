@@ -8,7 +8,8 @@
 //!   cluster, the zero-setup default when `KAFKA_BROKERS` is unset, with
 //!   injectable round-trip time and broker outages.
 //! - [`topic_reader`]: reads a whole topic, for the event audit and tests.
-//! - [`live_tail`]: follows the topic from its end, for live delivery.
+//! - [`live_tail`]: follows the topic from its end, for live delivery, and
+//!   [`topic_range`] reads what a reconnecting client missed.
 
 pub mod config;
 pub mod embedded_broker;
@@ -16,6 +17,7 @@ pub mod live_tail;
 pub mod metrics;
 mod producer_slot;
 pub mod publisher;
+pub mod topic_range;
 pub mod topic_reader;
 
 pub use config::KafkaConfig;

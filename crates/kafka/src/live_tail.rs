@@ -7,10 +7,16 @@
 //! meanwhile is theirs to ask for. Records are parsed into events; one that
 //! is not a chatlab event is counted and skipped.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
-use rdkafka::consumer::{Consumer, StreamConsumer};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use rdkafka::client::ClientContext;
+use rdkafka::consumer::{Consumer, ConsumerContext, StreamConsumer};
 use rdkafka::message::Message;
+use rdkafka::statistics::Statistics;
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
@@ -21,6 +27,59 @@ use crate::KafkaSetupError;
 
 /// How long the tail waits for the topic's metadata at startup.
 const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How often librdkafka reports the tail's statistics (and so its lag).
+const STATISTICS_EVERY: Duration = Duration::from_secs(5);
+
+/// Label of the lag gauge: the partition.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PartitionLabel {
+    /// The partition number.
+    pub partition: String,
+}
+
+/// Records of the topic the tail has not read yet, per partition: the
+/// partition's high watermark less the tail's position, as librdkafka last
+/// reported them (every 5 s).
+pub type TailLag = Family<PartitionLabel, Gauge>;
+
+/// The tail consumer's context: turns librdkafka's statistics into the lag
+/// gauges.
+struct TailContext {
+    topic: String,
+    lag: TailLag,
+}
+
+impl ClientContext for TailContext {
+    fn stats(&self, statistics: Statistics) {
+        let Some(topic) = statistics.topics.get(&self.topic) else {
+            return;
+        };
+        for (id, p) in &topic.partitions {
+            // -1 is librdkafka's internal "unassigned" partition.
+            if *id < 0 || p.hi_offset < 0 {
+                continue;
+            }
+            // Before the first record reaches the tail its position is the
+            // fetch position.
+            let at = if p.app_offset >= 0 {
+                p.app_offset
+            } else {
+                p.next_offset
+            };
+            if at < 0 {
+                continue;
+            }
+            self.lag
+                .get_or_create(&PartitionLabel {
+                    partition: id.to_string(),
+                })
+                .set((p.hi_offset - at).max(0));
+        }
+    }
+}
+
+impl ConsumerContext for TailContext {}
 
 /// One event as the tail read it.
 #[derive(Debug, Clone)]
@@ -33,18 +92,34 @@ pub struct TailedEvent {
     pub offset: i64,
 }
 
+/// What the tail hands on.
+#[derive(Debug, Clone)]
+pub enum Tailed {
+    /// The tail is assigned: the offset it starts at in each partition.
+    /// Comes first, once.
+    Following(HashMap<i32, i64>),
+    /// An event read.
+    Event(TailedEvent),
+}
+
 /// Starts following `topic` at `bootstrap` from each partition's end at
-/// the moment it is assigned, sending every event to `sink` (waiting when
-/// it is full) until `stop` turns true. A broker that cannot be asked for
-/// the topic's partitions is asked again every second (logged), so a
-/// server starts without its broker and delivers once it is back.
+/// the moment it is assigned, sending where it starts, then every event,
+/// to `sink` (waiting when it is full) until `stop` turns true. A broker
+/// that cannot be asked for the topic's partitions is asked again every
+/// second (logged), so a server starts without its broker and delivers
+/// once it is back.
 ///
 /// `following` is told once the tail is assigned: every event written from
-/// then on is read.
+/// then on is read. `fetch_wait` bounds how long the broker may hold a fetch
+/// that has nothing new (librdkafka's `fetch.wait.max.ms`): a broker that
+/// answers only when it expires, as tansu does, delays each delivery by up
+/// to that much. Its lag per partition goes to `lag`.
 pub fn spawn(
     bootstrap: &str,
     topic: &str,
-    sink: mpsc::Sender<TailedEvent>,
+    fetch_wait: Duration,
+    lag: TailLag,
+    sink: mpsc::Sender<Tailed>,
     following: oneshot::Sender<()>,
     mut stop: watch::Receiver<bool>,
 ) -> JoinHandle<()> {
@@ -52,8 +127,11 @@ pub fn spawn(
     tokio::spawn(async move {
         let mut following = Some(following);
         let consumer = loop {
-            match assigned(&bootstrap, &topic).await {
-                Ok(consumer) => {
+            match assigned(&bootstrap, &topic, fetch_wait, lag.clone()).await {
+                Ok((consumer, starts)) => {
+                    if sink.send(Tailed::Following(starts)).await.is_err() {
+                        return;
+                    }
                     if let Some(tell) = following.take() {
                         let _ = tell.send(());
                     }
@@ -94,7 +172,7 @@ pub fn spawn(
                 partition: message.partition(),
                 offset: message.offset(),
             };
-            if sink.send(tailed).await.is_err() {
+            if sink.send(Tailed::Event(tailed)).await.is_err() {
                 return;
             }
         }
@@ -104,16 +182,29 @@ pub fn spawn(
 /// A consumer assigned every partition of `topic` at its high watermark
 /// of this moment (asked explicitly, so the position is fixed before the
 /// tail says it follows, not at its first fetch).
-async fn assigned(bootstrap: &str, topic: &str) -> Result<StreamConsumer, KafkaSetupError> {
-    let consumer: StreamConsumer = ClientConfig::new()
+async fn assigned(
+    bootstrap: &str,
+    topic: &str,
+    fetch_wait: Duration,
+    lag: TailLag,
+) -> Result<(StreamConsumer<TailContext>, HashMap<i32, i64>), KafkaSetupError> {
+    let consumer: StreamConsumer<TailContext> = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
+        .set("fetch.wait.max.ms", fetch_wait.as_millis().to_string())
         // Required by librdkafka; unique, so no two instances share one.
         .set("group.id", format!("chatlab-live-{}", uuid::Uuid::now_v7()))
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "false")
         .set("auto.offset.reset", "latest")
         .set("isolation.level", "read_uncommitted")
-        .create()?;
+        .set(
+            "statistics.interval.ms",
+            STATISTICS_EVERY.as_millis().to_string(),
+        )
+        .create_with_context(TailContext {
+            topic: topic.to_owned(),
+            lag,
+        })?;
     let topic_name = topic.to_owned();
     let (consumer, partitions) = tokio::task::spawn_blocking(move || {
         let metadata = consumer.fetch_metadata(Some(&topic_name), METADATA_TIMEOUT)?;
@@ -142,5 +233,5 @@ async fn assigned(bootstrap: &str, topic: &str) -> Result<StreamConsumer, KafkaS
         assignment.add_partition_offset(topic, *p, Offset::Offset(*high))?;
     }
     consumer.assign(&assignment)?;
-    Ok(consumer)
+    Ok((consumer, partitions.into_iter().collect()))
 }

@@ -76,21 +76,7 @@ pub fn read_all(
     topic: &str,
     timeout: Duration,
 ) -> Result<TopicSnapshot, KafkaSetupError> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set(
-            "group.id",
-            format!("chatlab-audit-{}", uuid::Uuid::now_v7()),
-        )
-        .set("enable.auto.commit", "false")
-        .set("enable.partition.eof", "false")
-        // An offset the broker no longer has must fail the read, not jump
-        // to the end and read nothing.
-        .set("auto.offset.reset", "error")
-        // Nothing chatlab writes is transactional; read what the broker
-        // holds, not what it reports as stable.
-        .set("isolation.level", "read_uncommitted")
-        .create()?;
+    let consumer: BaseConsumer = reader_config(bootstrap, "chatlab-audit").create()?;
     let deadline = Instant::now() + timeout;
     let metadata = consumer.fetch_metadata(Some(topic), timeout)?;
     let partitions: Vec<i32> = metadata
@@ -188,6 +174,23 @@ pub fn read_all(
         ends: snapshot_ends,
         gaps,
     })
+}
+
+/// A consumer that reads assigned partitions from given offsets: a group of
+/// its own named after `purpose` (librdkafka wants one; nothing is
+/// committed), failing on an offset the broker no longer has rather than
+/// jumping to the end, and reading what the broker holds (nothing chatlab
+/// writes is transactional).
+pub(crate) fn reader_config(bootstrap: &str, purpose: &str) -> ClientConfig {
+    let mut config = ClientConfig::new();
+    config
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", format!("{purpose}-{}", uuid::Uuid::now_v7()))
+        .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", "false")
+        .set("auto.offset.reset", "error")
+        .set("isolation.level", "read_uncommitted");
+    config
 }
 
 /// The first offset of `[low, high)` not in `have`.

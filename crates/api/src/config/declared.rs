@@ -400,6 +400,28 @@ pub struct DeclaredSettings {
     )]
     pub live_heartbeat_secs: u64,
 
+    /// Most topic records a reconnecting live client's catch-up reads (from its `Last-Event-ID` to now, all chats); further behind, it is told to reload (`reset`)
+    #[arg(
+        long,
+        global = true,
+        env = "LIVE_CATCH_UP_RECORDS",
+        default_value = "100000",
+        value_parser = clap::value_parser!(u64).range(1..=10_000_000),
+        help_heading = "Live delivery"
+    )]
+    pub live_catch_up_records: u64,
+
+    /// Longest a live tail's fetch may wait at the broker when nothing is new (librdkafka's fetch.wait.max.ms, 500 by default there); tansu answers a fetch only when it expires, so each delivery waits up to this long
+    #[arg(
+        long,
+        global = true,
+        env = "LIVE_FETCH_WAIT_MS",
+        default_value = "50",
+        value_parser = clap::value_parser!(u64).range(1..=5000),
+        help_heading = "Live delivery"
+    )]
+    pub live_fetch_wait_ms: u64,
+
     /// How long an `Idempotency-Key` is remembered; a retry after it writes again
     #[arg(
         long,

@@ -167,6 +167,10 @@ pub struct LiveSettings {
     pub buffer: usize,
     /// Heartbeat period on an idle connection.
     pub heartbeat: Duration,
+    /// Most topic records one reconnection's catch-up reads.
+    pub catch_up_records: u64,
+    /// Longest a live tail's fetch waits at the broker.
+    pub fetch_wait: Duration,
 }
 
 /// Everything the server needs.
@@ -267,6 +271,8 @@ impl Settings {
             live: LiveSettings {
                 buffer: d.live_buffer_events as usize,
                 heartbeat: Duration::from_secs(d.live_heartbeat_secs),
+                catch_up_records: d.live_catch_up_records,
+                fetch_wait: Duration::from_millis(d.live_fetch_wait_ms),
             },
             limits: Limits {
                 chat_max_members: d.chat_max_members,

@@ -8,24 +8,32 @@ use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 use chatlab_domain::{ChatId, EventPayload, UserId};
-use chatlab_kafka::live_tail::TailedEvent;
+use chatlab_kafka::live_tail::Tailed;
 use chatlab_persistence::PgStore;
 
+use super::cursor::Cursor;
 use super::hub::Hub;
 use super::metrics::LiveMetrics;
 
 /// Fans out what the tail reads until it stops.
 pub fn spawn(
-    mut events: mpsc::Receiver<TailedEvent>,
+    mut events: mpsc::Receiver<Tailed>,
     hub: Arc<Hub>,
     store: PgStore,
     metrics: LiveMetrics,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
         while let Some(tailed) = events.recv().await {
+            let tailed = match tailed {
+                Tailed::Following(starts) => {
+                    hub.follow(&Cursor::of(&starts));
+                    continue;
+                }
+                Tailed::Event(tailed) => tailed,
+            };
             let event = &tailed.event;
             let joined = joined(&hub, &store, &event.payload).await;
-            let done = hub.fan_out(event, &joined);
+            let done = hub.fan_out(event, tailed.partition, tailed.offset, &joined);
             metrics.events.inc();
             metrics.deliveries.inc_by(done.delivered);
             metrics.dropped_slow.inc_by(done.dropped);

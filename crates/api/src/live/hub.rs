@@ -19,6 +19,8 @@ use uuid::Uuid;
 
 use chatlab_domain::{Event, EventPayload};
 
+use super::cursor::Cursor;
+
 /// Event ids a connection remembers to drop duplicates (a broker may
 /// deliver a record twice; an outbox relay may publish one twice).
 const REMEMBERED_IDS: usize = 1024;
@@ -33,18 +35,27 @@ pub struct Frame {
 }
 
 impl Frame {
-    /// The SSE frame of `event`: its id, its type as the event name, its
-    /// JSON as the data.
-    pub fn of(event: &Event) -> Self {
+    /// The SSE frame of `event` at `cursor`: the cursor as its id (what the
+    /// client sends back as `Last-Event-ID`), its type as the event name,
+    /// its JSON as the data.
+    pub fn of(event: &Event, cursor: &Cursor) -> Self {
         Self {
             event_id: event.event_id,
             text: Bytes::from(format!(
-                "id: {}\nevent: {}\ndata: {}\n\n",
-                event.event_id,
+                "id: {cursor}\nevent: {}\ndata: {}\n\n",
                 event.event_type(),
                 event.to_json()
             )),
         }
+    }
+}
+
+impl Frame {
+    /// Its `id:` (a cursor), if it has one.
+    pub fn id(&self) -> Option<Bytes> {
+        let rest = self.text.strip_prefix(b"id: ")?;
+        let end = rest.iter().position(|&b| b == b'\n')?;
+        Some(self.text.slice(4..4 + end))
     }
 }
 
@@ -58,6 +69,9 @@ pub struct ConnectionState {
 struct Connection {
     user: Uuid,
     chats: HashSet<Uuid>,
+    /// A resumed connection's cursor while this instance's tail is behind
+    /// it: events before it were given on an earlier connection.
+    floor: Option<Cursor>,
     frames: mpsc::Sender<Frame>,
     state: Arc<ConnectionState>,
     seen: HashSet<Uuid>,
@@ -82,6 +96,9 @@ impl Connection {
 
 #[derive(Default)]
 struct State {
+    /// Where the tail is: every event before it has been fanned out. Empty
+    /// until the tail follows the topic.
+    position: Cursor,
     next_id: u64,
     connections: HashMap<u64, Connection>,
     by_chat: HashMap<Uuid, HashSet<u64>>,
@@ -123,6 +140,9 @@ pub struct Registration {
     pub frames: mpsc::Receiver<Frame>,
     /// What the hub tells it.
     pub state: Arc<ConnectionState>,
+    /// Where the tail was when it registered (`None` before the tail
+    /// follows the topic): the live frames are those after it.
+    pub at: Option<Cursor>,
 }
 
 impl Hub {
@@ -138,12 +158,62 @@ impl Hub {
         self.lock().connections.len()
     }
 
+    /// The tail follows the topic from `starts` (or has read up to them).
+    pub fn follow(&self, starts: &Cursor) {
+        let mut s = self.lock();
+        s.position = s.position.max(starts);
+    }
+
+    /// The id a heartbeat of connection `id` may carry: where the tail is,
+    /// or the connection's own cursor where that is further. Valid only if
+    /// the connection's buffer is empty once this returned (every frame
+    /// before it was handed over inside the same lock).
+    pub fn position_for(&self, id: u64) -> Option<Cursor> {
+        let s = self.lock();
+        if s.position.is_empty() {
+            return None;
+        }
+        let c = s.connections.get(&id)?;
+        Some(match &c.floor {
+            Some(floor) => s.position.max(floor),
+            None => s.position.clone(),
+        })
+    }
+
+    /// Connection `id` has received these events already (from a
+    /// catch-up): the live feed drops them if the broker repeats them.
+    pub fn remember(&self, id: u64, events: &[Uuid]) {
+        let mut s = self.lock();
+        if let Some(c) = s.connections.get_mut(&id) {
+            for event in events {
+                c.first_sight(*event);
+            }
+        }
+    }
+
+    /// Connection `id` gets every live event from now on, whatever cursor
+    /// it resumed from (it was told to reload).
+    pub fn clear_floor(&self, id: u64) {
+        if let Some(c) = self.lock().connections.get_mut(&id) {
+            c.floor = None;
+        }
+    }
+
     /// Registers a connection of `user` receiving `chats`, with a buffer
-    /// of `buffer` frames.
-    pub fn register(&self, user: Uuid, chats: &[Uuid], buffer: usize) -> Registration {
+    /// of `buffer` frames; `floor` is a resumed client's cursor (what is
+    /// before it is not delivered again).
+    pub fn register(
+        &self,
+        user: Uuid,
+        chats: &[Uuid],
+        buffer: usize,
+        floor: Option<Cursor>,
+    ) -> Registration {
         let (tx, rx) = mpsc::channel(buffer.max(1));
         let state = Arc::new(ConnectionState::default());
         let mut s = self.lock();
+        let at = (!s.position.is_empty()).then(|| s.position.clone());
+        let floor = floor.filter(|f| !s.position.covers(f));
         s.next_id += 1;
         let id = s.next_id;
         for chat in chats {
@@ -155,6 +225,7 @@ impl Hub {
             Connection {
                 user,
                 chats: chats.iter().copied().collect(),
+                floor,
                 frames: tx,
                 state: state.clone(),
                 seen: HashSet::new(),
@@ -165,6 +236,7 @@ impl Hub {
             id,
             frames: rx,
             state,
+            at,
         }
     }
 
@@ -220,15 +292,17 @@ impl Hub {
         self.lock().by_user.keys().copied().collect()
     }
 
-    /// Delivers `event` to the connections that receive its chat, after
-    /// applying what it changes: `joined` are users (connected here) who
-    /// receive the chat from this event on (the members of a new chat, the
-    /// users added); a removed member receives its removal, then nothing
-    /// more of the chat.
-    pub fn fan_out(&self, event: &Event, joined: &[Uuid]) -> FanOut {
+    /// Delivers `event`, read at `offset` of `partition`, to the
+    /// connections that receive its chat, after applying what it changes:
+    /// `joined` are users (connected here) who receive the chat from this
+    /// event on (the members of a new chat, the users added); a removed
+    /// member receives its removal, then nothing more of the chat.
+    pub fn fan_out(&self, event: &Event, partition: i32, offset: i64, joined: &[Uuid]) -> FanOut {
         let chat = event.chat_id();
-        let frame = Frame::of(event);
         let mut s = self.lock();
+        s.position.advance(partition, offset + 1);
+        let frame = Frame::of(event, &s.position);
+        let position = s.position.clone();
         for user in joined {
             let ids: Vec<u64> = s
                 .by_user
@@ -253,11 +327,23 @@ impl Hub {
             let Some(c) = s.connections.get_mut(&id) else {
                 continue;
             };
+            let mut own = None;
+            if let Some(floor) = &c.floor {
+                if floor.get(partition).is_some_and(|f| offset < f) {
+                    // Given on the connection this one resumes.
+                    continue;
+                }
+                if position.covers(floor) {
+                    c.floor = None;
+                } else {
+                    own = Some(Frame::of(event, &position.max(floor)));
+                }
+            }
             if !c.first_sight(frame.event_id) {
                 done.duplicates += 1;
                 continue;
             }
-            match c.frames.try_send(frame.clone()) {
+            match c.frames.try_send(own.unwrap_or_else(|| frame.clone())) {
                 Ok(()) => done.delivered += 1,
                 Err(mpsc::error::TrySendError::Full(_)) => full.push(id),
                 // The stream ended; its guard unregisters it.
@@ -317,6 +403,12 @@ mod tests {
     use super::*;
     use chatlab_domain::{ChatId, MessageId, PublishMode, SendMessage, UserId};
 
+    /// Fans `event` out as if read at the next offset of partition 0.
+    fn fan(hub: &Hub, event: &Event, joined: &[Uuid]) -> FanOut {
+        let next = hub.lock().position.get(0).unwrap_or(0);
+        hub.fan_out(event, 0, next, joined)
+    }
+
     fn message(chat: Uuid, sender: Uuid) -> Event {
         Event::message_sent(
             &SendMessage {
@@ -350,17 +442,17 @@ mod tests {
             Uuid::now_v7(),
             Uuid::now_v7(),
         );
-        let mut a = hub.register(ada, &[chat], 8);
-        let mut b = hub.register(bob, &[other], 8);
+        let mut a = hub.register(ada, &[chat], 8, None);
+        let mut b = hub.register(bob, &[other], 8, None);
         let event = message(chat, ada);
-        assert_eq!(hub.fan_out(&event, &[]).delivered, 1);
-        assert_eq!(hub.fan_out(&event, &[]).duplicates, 1, "the same id twice");
+        assert_eq!(fan(&hub, &event, &[]).delivered, 1);
+        assert_eq!(fan(&hub, &event, &[]).duplicates, 1, "the same id twice");
         assert_eq!(a.frames.try_recv().unwrap().event_id, event.event_id);
         assert!(a.frames.try_recv().is_err());
         assert!(b.frames.try_recv().is_err(), "bob is no member");
         // Bob joins with the event that adds him.
         let next = message(chat, ada);
-        assert_eq!(hub.fan_out(&next, &[bob]).delivered, 2);
+        assert_eq!(fan(&hub, &next, &[bob]).delivered, 2);
         assert_eq!(b.frames.try_recv().unwrap().event_id, next.event_id);
     }
 
@@ -368,12 +460,12 @@ mod tests {
     fn a_removed_member_gets_the_removal_and_then_nothing() {
         let hub = Hub::default();
         let (ada, bob, chat) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
-        let _a = hub.register(ada, &[chat], 8);
-        let mut b = hub.register(bob, &[chat], 8);
+        let _a = hub.register(ada, &[chat], 8, None);
+        let mut b = hub.register(bob, &[chat], 8, None);
         let removal = removed(chat, ada, bob);
-        assert_eq!(hub.fan_out(&removal, &[]).delivered, 2);
+        assert_eq!(fan(&hub, &removal, &[]).delivered, 2);
         assert_eq!(b.frames.try_recv().unwrap().event_id, removal.event_id);
-        assert_eq!(hub.fan_out(&message(chat, ada), &[]).delivered, 1);
+        assert_eq!(fan(&hub, &message(chat, ada), &[]).delivered, 1);
         assert!(b.frames.try_recv().is_err());
     }
 
@@ -381,7 +473,7 @@ mod tests {
     fn closing_ends_every_stream_after_a_last_frame() {
         let hub = Hub::default();
         let chat = Uuid::now_v7();
-        let mut a = hub.register(Uuid::now_v7(), &[chat], 8);
+        let mut a = hub.register(Uuid::now_v7(), &[chat], 8, None);
         hub.close_all();
         assert_eq!(hub.connections(), 0);
         let last = a.frames.try_recv().unwrap();
@@ -396,14 +488,80 @@ mod tests {
     fn a_full_buffer_drops_that_connection_only() {
         let hub = Hub::default();
         let (ada, bob, chat) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
-        let mut fast = hub.register(ada, &[chat], 8);
-        let slow = hub.register(bob, &[chat], 1);
-        assert_eq!(hub.fan_out(&message(chat, ada), &[]).delivered, 2);
+        let mut fast = hub.register(ada, &[chat], 8, None);
+        let slow = hub.register(bob, &[chat], 1, None);
+        assert_eq!(fan(&hub, &message(chat, ada), &[]).delivered, 2);
         let _ = fast.frames.try_recv();
-        let second = hub.fan_out(&message(chat, ada), &[]);
+        let second = fan(&hub, &message(chat, ada), &[]);
         assert_eq!((second.delivered, second.dropped), (1, 1));
         assert!(slow.state.overflowed.load(Ordering::Acquire));
         assert_eq!(hub.connections(), 1);
         assert!(fast.frames.try_recv().is_ok());
+    }
+}
+
+#[cfg(test)]
+mod resume_tests {
+    use super::*;
+    use crate::live::test_events::message_in as message;
+
+    fn id_of(frame: &Frame) -> String {
+        let text = std::str::from_utf8(&frame.text).unwrap();
+        text.lines()
+            .next()
+            .unwrap()
+            .strip_prefix("id: ")
+            .unwrap()
+            .to_owned()
+    }
+
+    #[test]
+    fn each_frame_names_the_position_after_it() {
+        let hub = Hub::default();
+        hub.follow(&Cursor::parse("0:10,1:4").unwrap());
+        let chat = Uuid::now_v7();
+        let mut a = hub.register(Uuid::now_v7(), &[chat], 8, None);
+        assert_eq!(a.at.as_ref().unwrap().to_string(), "0:10,1:4");
+        hub.fan_out(&message(chat), 1, 4, &[]);
+        hub.fan_out(&message(Uuid::now_v7()), 0, 10, &[]);
+        hub.fan_out(&message(chat), 0, 11, &[]);
+        assert_eq!(id_of(&a.frames.try_recv().unwrap()), "0:10,1:5");
+        assert_eq!(id_of(&a.frames.try_recv().unwrap()), "0:12,1:5");
+        assert_eq!(hub.position_for(a.id).unwrap().to_string(), "0:12,1:5");
+    }
+
+    #[test]
+    fn a_resumed_connection_gets_nothing_before_its_cursor() {
+        let hub = Hub::default();
+        hub.follow(&Cursor::parse("0:10").unwrap());
+        let chat = Uuid::now_v7();
+        // The client came from an instance that had read up to 12.
+        let mut a = hub.register(Uuid::now_v7(), &[chat], 8, Cursor::parse("0:12").ok());
+        assert_eq!(hub.position_for(a.id).unwrap().to_string(), "0:12");
+        for offset in 10..13 {
+            hub.fan_out(&message(chat), 0, offset, &[]);
+        }
+        let only = a.frames.try_recv().unwrap();
+        assert_eq!(id_of(&only), "0:13");
+        assert!(a.frames.try_recv().is_err(), "10 and 11 were given before");
+    }
+
+    #[test]
+    fn an_event_given_in_the_catch_up_is_not_given_again() {
+        let hub = Hub::default();
+        hub.follow(&Cursor::parse("0:0").unwrap());
+        let chat = Uuid::now_v7();
+        let mut a = hub.register(Uuid::now_v7(), &[chat], 8, None);
+        let event = message(chat);
+        hub.remember(a.id, &[event.event_id]);
+        assert_eq!(hub.fan_out(&event, 0, 0, &[]).duplicates, 1);
+        assert!(a.frames.try_recv().is_err());
+    }
+
+    #[test]
+    fn before_the_tail_follows_there_is_no_position() {
+        let hub = Hub::default();
+        let a = hub.register(Uuid::now_v7(), &[], 8, None);
+        assert!(a.at.is_none() && hub.position_for(a.id).is_none());
     }
 }

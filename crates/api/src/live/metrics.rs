@@ -20,6 +20,15 @@ pub struct LiveMetrics {
     pub dropped_slow: Counter,
     /// Duplicate events not delivered again.
     pub duplicates: Counter,
+    /// Reconnections caught up from the topic.
+    pub resumed: Counter,
+    /// Events given by catch-ups.
+    pub caught_up: Counter,
+    /// Reconnections told to reload (`reset`).
+    pub resets: Counter,
+    /// Records of the topic this instance's tail has not read, per
+    /// partition.
+    pub lag: chatlab_kafka::live_tail::TailLag,
     /// From the event's creation (the write's timestamp) to its hand-over
     /// to the connections' buffers.
     pub delay: Histogram,
@@ -34,6 +43,10 @@ impl LiveMetrics {
             deliveries: Counter::default(),
             dropped_slow: Counter::default(),
             duplicates: Counter::default(),
+            resumed: Counter::default(),
+            caught_up: Counter::default(),
+            resets: Counter::default(),
+            lag: chatlab_kafka::live_tail::TailLag::default(),
             delay: Histogram::new(latency_buckets()),
         };
         registry.register(
@@ -60,6 +73,26 @@ impl LiveMetrics {
             "chatlab_live_duplicates",
             "Events a connection had already received, not delivered again",
             m.duplicates.clone(),
+        );
+        registry.register(
+            "chatlab_live_resumed",
+            "Reconnections (Last-Event-ID) caught up from the topic",
+            m.resumed.clone(),
+        );
+        registry.register(
+            "chatlab_live_caught_up_events",
+            "Events given to reconnecting clients from the topic",
+            m.caught_up.clone(),
+        );
+        registry.register(
+            "chatlab_live_resets",
+            "Reconnections that could not be caught up and were told to reload",
+            m.resets.clone(),
+        );
+        registry.register(
+            "chatlab_live_consumer_lag",
+            "Records of the event topic this instance's live tail has not read yet, per partition (librdkafka's statistics, every 5 s)",
+            m.lag.clone(),
         );
         registry.register_with_unit(
             "chatlab_live_delay",

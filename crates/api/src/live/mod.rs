@@ -1,15 +1,22 @@
 //! Live delivery: each instance follows the event topic itself
 //! ([`chatlab_kafka::live_tail`]) and pushes every event to the open
 //! connections of the members of its chat, as Server-Sent Events on
-//! `GET /v1/events`.
+//! `GET /v1/events`. A client that reconnects with the `Last-Event-ID` it
+//! last received first gets what it missed ([`catch_up`]), then the live
+//! feed, with no gap and no repeat.
 //!
 //! Instances share nothing but the database and the broker: a member
 //! connected to any instance receives what was written on any other.
 
+pub mod catch_up;
+pub mod cursor;
 pub mod dispatch;
 pub mod hub;
 pub mod metrics;
+pub mod socket;
 pub mod stream;
+#[cfg(test)]
+mod test_events;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,4 +35,6 @@ pub struct Live {
     pub buffer: usize,
     /// Period of the heartbeat comment on an idle connection.
     pub heartbeat: Duration,
+    /// Where a reconnecting client's catch-up reads.
+    pub source: catch_up::TopicSource,
 }

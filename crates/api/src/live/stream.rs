@@ -1,48 +1,113 @@
 //! `GET /v1/events`: the caller's live feed, as Server-Sent Events.
 
+use std::collections::{HashSet, VecDeque};
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use actix_web::{HttpResponse, get, web};
+use actix_web::{HttpRequest, HttpResponse, get, web};
 use bytes::Bytes;
 use futures_util::Stream;
+use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use super::Live;
-use super::hub::{Hub, Registration};
+use super::catch_up::{self, CatchUp};
+use super::cursor::Cursor;
+use super::hub::{Frame, Hub, Registration};
 use super::metrics::LiveMetrics;
 use crate::auth::Caller;
 use crate::problem::{ApiError, Problem};
 use crate::state::AppState;
 
 /// The caller's live feed: every event of every chat the caller is a member
-/// of, as Server-Sent Events (`id:` the event id, `event:` its type,
-/// `data:` its JSON), with a heartbeat comment when idle. Membership changes
-/// apply at once: a chat the caller is added to starts with the event that
-/// adds them, a chat they are removed from ends with the removal. A client
-/// that reads too slowly for the server's buffer gets a last `overflow`
-/// event naming the last event id it received, and the stream ends.
+/// of, as Server-Sent Events (`event:` its type, `data:` its JSON, `id:` a
+/// cursor of the event topic), with a heartbeat comment when idle (which
+/// also carries the cursor as `id:`, so an idle client's position moves
+/// on). Membership changes apply at once: a chat the caller is added to
+/// starts with the event that adds them, a chat they are removed from ends
+/// with the removal.
+///
+/// A client that reconnects with `Last-Event-ID` (browsers' `EventSource`
+/// sends it on its own) first gets the events it missed, then the live
+/// feed, each event once. Where they cannot be replayed (too far behind,
+/// gone from the topic, or the broker does not answer) the stream starts
+/// with a `reset` event instead: reload through the REST API, then carry
+/// on with this stream. A client that reads too slowly for the server's
+/// buffer gets a last `overflow` event and the stream ends: reconnect with
+/// the last id received.
 #[utoipa::path(
     tag = "live",
+    params(
+        ("Last-Event-ID" = Option<String>, Header, description = "The `id:` of the last event received, to resume after it", max_length = 16384, pattern = "^[0-9]+:[0-9]+(,[0-9]+:[0-9]+)*$"),
+    ),
     responses(
         (status = 200, description = "The event stream (text/event-stream)", body = String, content_type = "text/event-stream"),
+        (status = 400, description = "`Last-Event-ID` is not an id this stream sent", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No valid bearer token", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable: the caller's chats could not be read", body = Problem, content_type = "application/problem+json"),
     )
 )]
 #[get("/events")]
 pub async fn events(
+    request: HttpRequest,
     caller: Caller,
     state: web::Data<AppState>,
     live: web::Data<Live>,
 ) -> Result<HttpResponse, ApiError> {
+    let resume = last_event_id(&request)?;
+    let feed = open(caller, resume, &state, &live).await?;
+    Ok(HttpResponse::Ok()
+        .content_type("text/event-stream")
+        .insert_header(("cache-control", "no-cache"))
+        // Proxies that buffer responses (nginx) must pass this one through.
+        .insert_header(("x-accel-buffering", "no"))
+        .streaming(stream(feed)))
+}
+
+/// The cursor a client resumes from: its `Last-Event-ID` header, else the
+/// `last_event_id` query parameter (a browser's WebSocket cannot send
+/// headers).
+pub(crate) fn last_event_id(request: &HttpRequest) -> Result<Option<Cursor>, ApiError> {
+    let text = match request.headers().get("last-event-id") {
+        Some(value) => Some(
+            value
+                .to_str()
+                .map_err(|_| ApiError::BadRequest("Last-Event-ID is not ASCII".to_owned()))?
+                .to_owned(),
+        ),
+        None => web::Query::<ResumeQuery>::from_query(request.query_string())
+            .ok()
+            .and_then(|q| q.into_inner().last_event_id),
+    };
+    text.map(|t| Cursor::parse(&t).map_err(|e| ApiError::BadRequest(e.to_string())))
+        .transpose()
+}
+
+/// The query form of `Last-Event-ID`.
+#[derive(Debug, serde::Deserialize)]
+struct ResumeQuery {
+    last_event_id: Option<String>,
+}
+
+/// Opens the caller's feed: registered in the hub with the chats it is a
+/// member of, and, when it resumes, what it missed (or a `reset`) ahead of
+/// the live frames.
+pub(crate) async fn open(
+    caller: Caller,
+    resume: Option<Cursor>,
+    state: &AppState,
+    live: &Live,
+) -> Result<Feed, ApiError> {
+    let user = caller.0.as_uuid();
     // Registered before the chats are read, so an event of a chat created
-    // meanwhile finds the caller connected.
-    let registration = live.hub.register(caller.0.as_uuid(), &[], live.buffer);
-    let feed = Feed {
+    // meanwhile finds the caller connected; and before the catch-up, whose
+    // range ends where the live feed starts.
+    let registration = live.hub.register(user, &[], live.buffer, resume.clone());
+    let mut feed = Feed {
         hub: live.hub.clone(),
         metrics: live.metrics.clone(),
+        pending: VecDeque::new(),
         registration,
         last: None,
         finished: false,
@@ -57,21 +122,36 @@ pub async fn events(
         .collect();
     live.hub.receive(feed.registration.id, &chats);
     live.metrics.connections.set(live.hub.connections() as i64);
-    Ok(HttpResponse::Ok()
-        .content_type("text/event-stream")
-        .insert_header(("cache-control", "no-cache"))
-        // Proxies that buffer responses (nginx) must pass this one through.
-        .insert_header(("x-accel-buffering", "no"))
-        .streaming(stream(feed)))
+    if let Some(from) = &resume {
+        let now: HashSet<Uuid> = chats.iter().copied().collect();
+        let at = feed.registration.at.clone();
+        match catch_up::read(&live.source, user, from, at.as_ref(), &now).await {
+            CatchUp::Frames(frames, ids) => {
+                live.hub.remember(feed.registration.id, &ids);
+                live.metrics.resumed.inc();
+                live.metrics.caught_up.inc_by(frames.len() as u64);
+                feed.pending.extend(frames.into_iter().map(|f| f.text));
+            }
+            CatchUp::Reset(reason) => {
+                live.hub.clear_floor(feed.registration.id);
+                live.metrics.resets.inc();
+                feed.pending.push_back(reset_frame(&reason, at.as_ref()));
+            }
+        }
+    }
+    Ok(feed)
 }
 
 /// One connection's side of the hub; dropping it (the client went away)
 /// unregisters it.
-struct Feed {
+pub(crate) struct Feed {
     hub: Arc<Hub>,
     metrics: LiveMetrics,
+    /// Frames before the live ones: the catch-up, or a `reset`.
+    pending: VecDeque<Bytes>,
     registration: Registration,
-    last: Option<Uuid>,
+    /// The `id:` of the last frame sent.
+    last: Option<Bytes>,
     finished: bool,
     heartbeat: tokio::time::Interval,
 }
@@ -83,33 +163,75 @@ impl Drop for Feed {
     }
 }
 
-fn stream(feed: Feed) -> impl Stream<Item = Result<Bytes, Infallible>> {
+impl Feed {
+    /// Sends `frame`, remembering its id.
+    fn send(mut self, frame: Frame) -> Option<(Result<Bytes, Infallible>, Self)> {
+        self.last = frame.id();
+        Some((Ok(frame.text), self))
+    }
+
+    /// The hub let go of this connection: a last `overflow` frame if that
+    /// was why, then the end.
+    fn ended(mut self) -> Option<(Result<Bytes, Infallible>, Self)> {
+        self.finished = true;
+        let overflowed = self.registration.state.overflowed.load(Ordering::Acquire);
+        overflowed.then(|| (Ok(overflow_frame(self.last.as_ref())), self))
+    }
+
+    /// A heartbeat, with the hub's position as its id when every frame
+    /// before that position has been sent.
+    fn heartbeat(mut self) -> Option<(Result<Bytes, Infallible>, Self)> {
+        let Some(cursor) = self.hub.position_for(self.registration.id) else {
+            return Some((Ok(Bytes::from_static(b": heartbeat\n\n")), self));
+        };
+        match self.registration.frames.try_recv() {
+            Ok(frame) => self.send(frame),
+            Err(mpsc::error::TryRecvError::Disconnected) => self.ended(),
+            Err(mpsc::error::TryRecvError::Empty) => {
+                let id = cursor.to_string();
+                self.last = Some(Bytes::from(id.clone()));
+                Some((Ok(Bytes::from(format!(": heartbeat\nid: {id}\n\n"))), self))
+            }
+        }
+    }
+}
+
+/// The feed as SSE text: pending frames first, then the live ones and
+/// heartbeats, until the hub lets go.
+pub(crate) fn stream(feed: Feed) -> impl Stream<Item = Result<Bytes, Infallible>> {
     futures_util::stream::unfold(feed, |mut feed| async move {
+        if let Some(text) = feed.pending.pop_front() {
+            return Some((Ok(text), feed));
+        }
         if feed.finished {
             return None;
         }
         tokio::select! {
             frame = feed.registration.frames.recv() => match frame {
-                Some(frame) => {
-                    feed.last = Some(frame.event_id);
-                    Some((Ok(frame.text), feed))
-                }
-                None => {
-                    // The hub let go of this connection.
-                    feed.finished = true;
-                    let overflowed = feed.registration.state.overflowed.load(Ordering::Acquire);
-                    overflowed.then(|| (Ok(overflow_frame(feed.last)), feed))
-                }
+                Some(frame) => feed.send(frame),
+                None => feed.ended(),
             },
-            _ = feed.heartbeat.tick() => Some((Ok(Bytes::from_static(b": heartbeat\n\n")), feed)),
+            _ = feed.heartbeat.tick() => feed.heartbeat(),
         }
     })
 }
 
 /// The last frame of a connection that read too slowly.
-fn overflow_frame(last: Option<Uuid>) -> Bytes {
-    let last = last.map_or_else(|| "null".to_owned(), |id| format!("\"{id}\""));
+fn overflow_frame(last: Option<&Bytes>) -> Bytes {
+    let last = last.map_or_else(
+        || "null".to_owned(),
+        |id| format!("\"{}\"", String::from_utf8_lossy(id)),
+    );
     Bytes::from(format!(
-        "event: overflow\ndata: {{\"reason\":\"the client read too slowly; reconnect\",\"last_event_id\":{last}}}\n\n"
+        "event: overflow\ndata: {{\"reason\":\"the client read too slowly; reconnect with Last-Event-ID\",\"last_event_id\":{last}}}\n\n"
     ))
+}
+
+/// The first frame of a resumed connection that cannot be caught up: the
+/// live feed's start as its id, so the client, once it has reloaded,
+/// resumes from here.
+fn reset_frame(reason: &str, at: Option<&Cursor>) -> Bytes {
+    let data = serde_json::json!({ "reason": reason });
+    let id = at.map(|c| format!("id: {c}\n")).unwrap_or_default();
+    Bytes::from(format!("{id}event: reset\ndata: {data}\n\n"))
 }

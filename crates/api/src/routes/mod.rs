@@ -37,7 +37,8 @@ pub fn configure(cfg: &mut ServiceConfig) {
             .service(members::add_members)
             .service(members::remove_member)
             .service(members::transfer_ownership)
-            .service(crate::live::stream::events),
+            .service(crate::live::stream::events)
+            .service(crate::live::socket::socket),
     )
     .service(health::healthz)
     .service(health::readyz);

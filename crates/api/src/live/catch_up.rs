@@ -1,0 +1,225 @@
+//! What a reconnecting client missed: the events of its chats between its
+//! `Last-Event-ID` and the moment its new connection registered, read from
+//! the topic.
+//!
+//! The boundary with the live feed is exact because both speak in topic
+//! offsets: the connection registers first and learns where the tail is
+//! (`at`); the live feed gives it what comes after `at`, the catch-up what
+//! lies between the client's cursor and `at`. Event ids are remembered
+//! across the two, so a record the broker repeats is not given twice.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use uuid::Uuid;
+
+use chatlab_domain::EventPayload;
+use chatlab_kafka::live_tail::TailedEvent;
+use chatlab_kafka::topic_range::{self, RangeError};
+
+use super::cursor::Cursor;
+use super::hub::Frame;
+
+/// How long a catch-up may read the topic.
+const READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where the catch-up reads.
+#[derive(Debug, Clone)]
+pub struct TopicSource {
+    /// The brokers.
+    pub bootstrap: String,
+    /// The event topic.
+    pub topic: String,
+    /// Most records one catch-up reads.
+    pub limit: u64,
+}
+
+/// What a reconnecting client gets before the live feed.
+#[derive(Debug)]
+pub enum CatchUp {
+    /// The events it missed, as frames in order, and their ids.
+    Frames(Vec<Frame>, Vec<Uuid>),
+    /// Its cursor cannot be caught up from the topic (too far behind, gone
+    /// from the topic, or the broker did not answer): it must reload what
+    /// it shows through the REST API. The reason, for the client.
+    Reset(String),
+}
+
+/// Reads what `user`, a member of `chats_now`, missed between `from` and
+/// `to` (where the live feed starts).
+pub async fn read(
+    source: &TopicSource,
+    user: Uuid,
+    from: &Cursor,
+    to: Option<&Cursor>,
+    chats_now: &HashSet<Uuid>,
+) -> CatchUp {
+    let Some(to) = to else {
+        return CatchUp::Reset(
+            "this server does not follow the event topic yet; reload and reconnect".to_owned(),
+        );
+    };
+    let (bootstrap, topic) = (source.bootstrap.clone(), source.topic.clone());
+    let (from_p, to_p) = (from.positions(), to.positions());
+    let limit = i64::try_from(source.limit).unwrap_or(i64::MAX);
+    if let Some(p) = to_p.keys().find(|p| !from_p.contains_key(p)) {
+        return CatchUp::Reset(format!(
+            "Last-Event-ID does not name partition {p} of the topic; reload and reconnect"
+        ));
+    }
+    let read = tokio::task::spawn_blocking(move || {
+        topic_range::read_range(&bootstrap, &topic, &from_p, &to_p, limit, READ_TIMEOUT)
+    })
+    .await;
+    match read {
+        Ok(Ok(events)) => {
+            let frames = frames_for(user, &events, chats_now, from);
+            let ids = frames.iter().map(|f| f.event_id).collect();
+            CatchUp::Frames(frames, ids)
+        }
+        Ok(Err(e @ (RangeError::Gone { .. } | RangeError::TooLong { .. }))) => {
+            CatchUp::Reset(format!(
+                "the events after Last-Event-ID cannot be replayed ({e}); reload and reconnect"
+            ))
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "live catch-up: the topic could not be read");
+            CatchUp::Reset(
+                "the event topic could not be read to catch up; reload and reconnect".to_owned(),
+            )
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "live catch-up: the read task failed");
+            CatchUp::Reset("the catch-up failed; reload and reconnect".to_owned())
+        }
+    }
+}
+
+/// The frames `user` gets out of `events` (ordered by partition and
+/// offset): those of the chats it was a member of at each event. Who was a
+/// member when the range started follows from who is one now
+/// (`chats_now`) and the membership events in the range: the first such
+/// event of a chat says whether the user was in it before (a removal) or
+/// not (an addition). Each frame's id is the cursor after it.
+pub fn frames_for(
+    user: Uuid,
+    events: &[TailedEvent],
+    chats_now: &HashSet<Uuid>,
+    from: &Cursor,
+) -> Vec<Frame> {
+    let mut first_change: HashMap<Uuid, bool> = HashMap::new();
+    for tailed in events {
+        if let Some(joined) = membership_change(user, &tailed.event.payload) {
+            first_change.entry(tailed.event.chat_id()).or_insert(joined);
+        }
+    }
+    let mut chats: HashSet<Uuid> = chats_now
+        .iter()
+        .copied()
+        .filter(|c| first_change.get(c) != Some(&true))
+        .collect();
+    chats.extend(
+        first_change
+            .iter()
+            .filter(|(_, joined)| !**joined)
+            .map(|(c, _)| *c),
+    );
+    let mut cursor = from.clone();
+    let mut frames = Vec::new();
+    for tailed in events {
+        cursor.advance(tailed.partition, tailed.offset + 1);
+        let chat = tailed.event.chat_id();
+        let change = membership_change(user, &tailed.event.payload);
+        if change == Some(true) {
+            chats.insert(chat);
+        }
+        if chats.contains(&chat) {
+            frames.push(Frame::of(&tailed.event, &cursor));
+        }
+        if change == Some(false) {
+            chats.remove(&chat);
+        }
+    }
+    frames
+}
+
+/// `Some(true)` if the event adds `user` to its chat, `Some(false)` if it
+/// removes them.
+fn membership_change(user: Uuid, payload: &EventPayload) -> Option<bool> {
+    match payload {
+        EventPayload::MembersAdded { user_ids, .. } if user_ids.contains(&user) => Some(true),
+        EventPayload::MemberRemoved { user_id, .. } if *user_id == user => Some(false),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::live::test_events::message_in as message;
+    use chatlab_domain::{AddMembers, ChatId, Event, MessageId, PublishMode, RemoveMember, UserId};
+
+    fn at(event: Event, offset: i64) -> TailedEvent {
+        TailedEvent {
+            event,
+            partition: 0,
+            offset,
+        }
+    }
+
+    fn removal(chat: Uuid, user: Uuid) -> Event {
+        Event::member_removed(
+            &RemoveMember::new(
+                ChatId::from_uuid(chat),
+                UserId::from_uuid(user),
+                UserId::from_uuid(user),
+            ),
+            PublishMode::Outbox,
+        )
+    }
+
+    fn addition(chat: Uuid, owner: Uuid, user: Uuid) -> Event {
+        Event::members_added(
+            &AddMembers {
+                chat_id: ChatId::from_uuid(chat),
+                actor_id: UserId::from_uuid(owner),
+                user_ids: vec![UserId::from_uuid(user)],
+                message_id: MessageId::generate(),
+                created_at: chrono::Utc::now(),
+            },
+            PublishMode::Outbox,
+        )
+    }
+
+    #[test]
+    fn membership_in_the_range_decides_what_is_given() {
+        let (bob, kept, left, joined, foreign) = (
+            Uuid::now_v7(),
+            Uuid::now_v7(),
+            Uuid::now_v7(),
+            Uuid::now_v7(),
+            Uuid::now_v7(),
+        );
+        let events = vec![
+            at(message(kept), 5),
+            at(message(left), 6),
+            at(removal(left, bob), 7),
+            at(message(left), 8),
+            at(message(joined), 9),
+            at(addition(joined, Uuid::now_v7(), bob), 10),
+            at(message(joined), 11),
+            at(message(foreign), 12),
+        ];
+        // Now bob is in `kept` and `joined`, no longer in `left`.
+        let now: HashSet<Uuid> = [kept, joined].into_iter().collect();
+        let frames = frames_for(bob, &events, &now, &Cursor::parse("0:5").unwrap());
+        let given: Vec<Uuid> = frames.iter().map(|f| f.event_id).collect();
+        let expected: Vec<Uuid> = [0, 1, 2, 5, 6]
+            .iter()
+            .map(|&i| events[i].event.event_id)
+            .collect();
+        assert_eq!(given, expected);
+        let last = std::str::from_utf8(&frames[4].text).unwrap();
+        assert!(last.starts_with("id: 0:12\n"), "{last}");
+    }
+}
