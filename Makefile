@@ -40,6 +40,7 @@ ifeq ($(QUICK),1)
   TRACING_ARGS := --vus 8 --duration 1s --warmup 0s --rounds 2 --seed-users 300 --trace-fraction 0.05
   BROKER_CHECK_ARGS := --events 200 --producers 2 --rounds 1
   COLLECTOR_FAULT_DURATION := 4s
+  DELIVERY_ARGS := --chats 5 --members 4 --rate 20 --duration 3s --drain 10s --strict
 else
   DEMO_ARGS := --vus 20 --duration 6s --warmup 3s --rounds 3
   LOADTEST_ARGS := --vus 40 --duration 20s
@@ -57,6 +58,7 @@ else
   TRACING_ARGS := --vus 20 --duration 15s --warmup 3s --rounds 8
   BROKER_CHECK_ARGS := --events 500 --producers 4 --in-flight 32 --rounds 10 --busy-threads 1
   COLLECTOR_FAULT_DURATION := 15s
+  DELIVERY_ARGS := --chats 50 --members 20 --rate 100 --duration 30s --drain 15s
 endif
 # The cost of tracing: the server as it is, and exporting spans over OTLP at
 # 1% and 100% (parent-based ratio sampling), to chatlab-load's own OTLP/HTTP
@@ -91,7 +93,7 @@ RUNS ?= 50
 
 .PHONY: demo loadtest loadtest-create loadtest-seed001 loadtest-ramp bench-baseline \
         loadtest-crosscheck loadtest-pool loadtest-poolsize loadtest-driver loadtest-concurrency \
-        loadtest-tracing loadtest-smoke load-build load-db broker-check events-stress \
+        loadtest-tracing loadtest-delivery loadtest-smoke load-build load-db broker-check events-stress \
         fault-db fault-broker fault-server fault-cancel fault-retry fault-collector fault-slow-clients soak faults
 .PHONY: help run build release test fuzz fmt fmt-check lint layering settings-docs schema-check deps-check openapi openapi-check \
         docker-check k6-check db db-stop broker broker-stop ci clean-testdbs up down loadtest-docker dashboard-check
@@ -169,6 +171,19 @@ loadtest-concurrency: load-build load-db ## Seed 002: 10, 100, 1000 concurrent c
 loadtest-tracing: load-build load-db ## What tracing costs on createChat (batch, 50 members): off vs OTLP export at 1% and 100%, rounds interleaved, spans counted by a built-in sink
 	$(LOAD) matrix --name tracing --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario create-chat \
 	    --members 50 --strategies batch --publish-modes off $(TRACING_VARIANTS) $(TRACING_ARGS)
+
+# Commit-to-screen latency: three instances sharing a tansu broker of the
+# run's own; members connected live to instances 2 and 3, messages written
+# on instance 1 at a fixed rate, once per publish mode (and the outbox with
+# a 10 ms relay poll). tansu answers a fetch only when the consumer's
+# fetch.wait.max.ms expires, which would put up to that much (50 ms by
+# default) on every delivery whatever the mode: the run sets 10 ms, so the
+# modes' own differences show. QUICK=1 (CI) fails when a delivery is lost
+# or repeated.
+LIVE_FETCH_WAIT_MS ?= 10
+loadtest-delivery: load-build load-db ## Per publish mode: the writer's latency and pooled connection time beside delivery latency to live members on other instances, lost and repeated deliveries
+	$(LOAD) delivery --database-url $(LOAD_DATABASE_URL) --tansu-bin $$(scripts/ensure-tansu.sh --print-bin) \
+	    --env LIVE_FETCH_WAIT_MS=$(LIVE_FETCH_WAIT_MS) --out results/delivery-$$(date -u +%Y%m%dT%H%M%SZ) $(DELIVERY_ARGS)
 
 loadtest-smoke: ## Every load target once, a few seconds each (CI)
 	$(MAKE) QUICK=1 demo loadtest loadtest-create loadtest-seed001 loadtest-ramp bench-baseline loadtest-crosscheck \

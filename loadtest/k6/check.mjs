@@ -80,6 +80,38 @@ async function expectRefused(script, env, pattern) {
 }
 
 const cases = {
+  async 'live.js listens over /v1/ws as members and writes to their chats'() {
+    const env = { LISTENERS: '20', CHAT_MEMBERS: '5', RATE: '10', DURATION: '10s', DELIVERY_P99_MS: '250' };
+    const { mod, data, setup } = await run('live.js', env, 0);
+    assertSeededThroughOps(setup);
+    const listeners = mod.options.scenarios.listeners;
+    assert.equal(listeners.vus, 20);
+    assert.equal(mod.options.scenarios.writers.executor, 'constant-arrival-rate');
+    assert.equal(mod.options.scenarios.writers.rate, 10);
+    assert.deepEqual(mod.options.thresholds.live_delivery_ms, ['p(99)<250']);
+    assert.equal(data.chats.length, 4);
+    globalThis.__VU = 7;
+    mod.listen(data);
+    const [{ url, params, socket }] = globalThis.__k6.sockets;
+    assert.equal(url, 'ws://127.0.0.1:8080/v1/ws');
+    // Listener 7 is seeded user 6, a member of chat 1.
+    assert.equal(subject(params.headers), data.users[6].id);
+    assert.ok(data.chats[1].members.includes(6));
+    assert.deepEqual(socket.timeouts, [16000], 'open for the run and a margin');
+    const delays = globalThis.__k6.metrics.live_delivery_ms;
+    assert.equal(delays.length, 1, 'one message.sent timed, the heartbeat not');
+    assert.ok(delays[0] >= 5 && delays[0] < 1000, `delay ${delays[0]}`);
+    assert.ok(globalThis.__k6.checks.some((c) => c.name === 'live socket opened' && c.ok));
+    const before = globalThis.__k6.requests.length;
+    mod.write(data);
+    const [post] = globalThis.__k6.requests.slice(before);
+    const chat = /\/v1\/chats\/([^/]+)\/messages$/.exec(post.url)[1];
+    const members = data.chats.find((c) => c.id === chat).members.map((i) => data.users[i].id);
+    assert.ok(members.includes(subject(post.params.headers)), 'the writer is a member');
+  },
+  async 'live.js refuses fewer listeners than a chat has members'() {
+    await expectRefused('live.js', { LISTENERS: '3', CHAT_MEMBERS: '5' }, /LISTENERS=3/);
+  },
   async 'create_chat.js sends the strategy, the publish mode and thinks'() {
     const env = { STRATEGY: 'pipeline', PUBLISH_MODE: 'outbox', THINK_TIME: '0.5', MEMBERS: '50', P95_MS: '150' };
     const { mod, data, setup, sent, sleeps, checks } = await run('create_chat.js', env, 3);

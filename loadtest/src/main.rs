@@ -8,7 +8,9 @@
 //! - `crosscheck`: wrk and this harness against the same endpoint, to prove
 //!   the harness is not the bottleneck;
 //! - `fault`: a real fault under load (database, broker, server, client
-//!   hang-ups, or a soak), then the invariants.
+//!   hang-ups, or a soak), then the invariants;
+//! - `delivery`: commit-to-screen latency per publish mode, over live
+//!   connections to several instances sharing a broker.
 //!
 //! Traffic goes only to the given (loopback) servers, and every loop is
 //! bounded by its duration. Load goes to the servers' public listeners, as
@@ -21,6 +23,7 @@ mod broker_check;
 mod charts;
 mod choice;
 mod commands;
+mod delivery;
 mod error;
 mod experiment;
 mod fault;
@@ -76,6 +79,11 @@ enum Command {
     /// ended, the broker killed or frozen, the server killed or stopped,
     /// clients hanging up, or a steady soak; then the invariants.
     Fault(fault::FaultArgs),
+    /// Commit-to-screen latency per publish mode: members connected live to
+    /// some instances, messages written at a fixed rate on another; the
+    /// writer's latency and pooled connection time beside the delivery
+    /// latency, with deliveries lost and repeated.
+    Delivery(delivery::DeliveryArgs),
 }
 
 #[tokio::main]
@@ -89,6 +97,7 @@ async fn main() -> ExitCode {
         Command::Baseline(args) => pgbench::pgbench_baseline(args).await,
         Command::BrokerCheck(args) => broker_check::run(args).await,
         Command::Fault(args) => fault::run(args).await,
+        Command::Delivery(args) => delivery::run(args).await,
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

@@ -269,36 +269,10 @@ pub async fn seed(
         ops,
         signer,
     } = at;
-    let mut seeded = Seeded::default();
-    let wanted = spec.users.max(spec.members).max(2);
-    while seeded.users.len() < wanted {
-        let count = (wanted - seeded.users.len()).min(50_000);
-        let resp = client
-            .post(format!("{ops}/v1/users/bulk"))
-            .json(&json!({ "count": count, "name_prefix": "load-" }))
-            .timeout(Duration::from_secs(120))
-            .send()
-            .await
-            .map_err(|e| LoadError::http("seeding users", e))?;
-        let status = resp.status();
-        let body: Value = resp
-            .json()
-            .await
-            .map_err(|e| LoadError::http("seeding users", e))?;
-        if !status.is_success() {
-            return Err(LoadError::http(
-                "seeding users",
-                format!("{status}: {body}"),
-            ));
-        }
-        seeded.users.extend(
-            body["ids"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|v| v.as_str()?.parse::<Uuid>().ok()),
-        );
-    }
+    let mut seeded = Seeded {
+        users: seed_users(client, ops, spec.users.max(spec.members).max(2), "load-").await?,
+        ..Seeded::default()
+    };
     seeded.sign(signer)?;
     if scenario.needs_chats() {
         let mut rng = Rng::new(0xC4A7);
@@ -338,6 +312,53 @@ pub async fn seed(
         }
     }
     Ok(seeded)
+}
+
+/// Creates `count` users named `prefix`N through `POST /v1/users/bulk` on
+/// the operator listener `ops`, 50,000 a request: their ids.
+pub async fn seed_users(
+    client: &reqwest::Client,
+    ops: &str,
+    count: usize,
+    prefix: &str,
+) -> Result<Vec<Uuid>, LoadError> {
+    let mut users = Vec::with_capacity(count);
+    while users.len() < count {
+        let batch = (count - users.len()).min(50_000);
+        let resp = client
+            .post(format!("{ops}/v1/users/bulk"))
+            .json(&json!({ "count": batch, "name_prefix": prefix }))
+            .timeout(Duration::from_secs(120))
+            .send()
+            .await
+            .map_err(|e| LoadError::http("seeding users", e))?;
+        let status = resp.status();
+        let body: Value = resp
+            .json()
+            .await
+            .map_err(|e| LoadError::http("seeding users", e))?;
+        if !status.is_success() {
+            return Err(LoadError::http(
+                "seeding users",
+                format!("{status}: {body}"),
+            ));
+        }
+        let before = users.len();
+        users.extend(
+            body["ids"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.as_str()?.parse::<Uuid>().ok()),
+        );
+        if users.len() != before + batch {
+            return Err(LoadError::http(
+                "seeding users",
+                format!("asked for {batch}, got {}", users.len() - before),
+            ));
+        }
+    }
+    Ok(users)
 }
 
 /// `n` distinct users: a random window of the pool (wrapping).

@@ -98,20 +98,23 @@ function nonNegative(name, fallback) {
 // (open: k6 starts a request every 1/RATE s, and counts the ones it could
 // not start as dropped_iterations).
 export function scenario(extra = {}) {
-  if (env.model === 'open') {
-    return Object.assign(
-      {
-        executor: 'constant-arrival-rate',
-        rate: env.rate,
-        timeUnit: '1s',
-        duration: env.duration,
-        preAllocatedVUs: Math.min(env.vus, Math.ceil(env.rate)),
-        maxVUs: Math.max(env.vus, Math.ceil(env.rate)),
-      },
-      extra,
-    );
-  }
+  if (env.model === 'open') return arrivals(extra);
   return Object.assign({ executor: 'constant-vus', vus: env.vus, duration: env.duration }, extra);
+}
+
+// RATE requests a second for DURATION, whatever MODEL says.
+export function arrivals(extra = {}) {
+  return Object.assign(
+    {
+      executor: 'constant-arrival-rate',
+      rate: env.rate,
+      timeUnit: '1s',
+      duration: env.duration,
+      preAllocatedVUs: Math.min(env.vus, Math.ceil(env.rate)),
+      maxVUs: Math.max(env.vus, Math.ceil(env.rate)),
+    },
+    extra,
+  );
 }
 
 // Errors overall, and p95/p99 of each tagged operation: a run fails (k6

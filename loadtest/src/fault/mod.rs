@@ -31,7 +31,8 @@ use crate::schedule::parse_duration;
 use checks::Watcher;
 use figures::CellFigures;
 pub use inject::Fault;
-use inject::{Broker, BrokerStorage, Database, Targets};
+pub use inject::{Broker, BrokerStorage};
+use inject::{Database, Targets};
 use load::LoadSpec;
 
 /// `chatlab-load fault`.

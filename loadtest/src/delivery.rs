@@ -1,0 +1,534 @@
+//! `chatlab-load delivery`: commit-to-screen latency per publish mode.
+//!
+//! Per server variant (a publish mode, or the outbox with another relay
+//! poll), the harness starts a tansu broker and a fleet of chatlab
+//! instances sharing it and the database, seeds chats whose members all
+//! hold a live connection (`GET /v1/events`) spread over every instance but
+//! the first, and posts messages to the chats at a fixed rate on the first
+//! instance. For every message it knows when its write started, and for
+//! every subscriber when the message reached it; so each row of the table
+//! sets what a mode costs the writer (latency, pooled connection time)
+//! beside what it costs the reader (delivery latency from the write's
+//! start), with the deliveries lost and repeated.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use reqwest::header::{AUTHORIZATION, HeaderValue};
+use serde_json::{Value, json};
+use tokio::sync::{Semaphore, mpsc};
+use uuid::Uuid;
+
+use crate::auth::{DEFAULT_ISSUER, Signer};
+use crate::commands::machine_note;
+use crate::error::LoadError;
+use crate::experiment::{ServerVariant, parse_kv};
+use crate::fault::{Broker, BrokerStorage};
+use crate::fleet::{Fleet, FleetSpec};
+use crate::latency::Latencies;
+use crate::prom::{Exposition, HistogramSnapshot};
+use crate::scenario::seed_users;
+use crate::schedule::parse_duration;
+
+/// Flags of `delivery`.
+#[derive(Debug, Args)]
+pub struct DeliveryArgs {
+    /// Server variants, `NAME:KEY=VALUE+KEY=VALUE`, one row each.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "in_tx_await:KAFKA_PUBLISH_MODE=in_tx_await,\
+                         in_tx_enqueue:KAFKA_PUBLISH_MODE=in_tx_enqueue,\
+                         after_commit:KAFKA_PUBLISH_MODE=after_commit,\
+                         outbox:KAFKA_PUBLISH_MODE=outbox,\
+                         outbox-poll-10ms:KAFKA_PUBLISH_MODE=outbox+OUTBOX_POLL_MS=10"
+    )]
+    variants: Vec<ServerVariant>,
+    /// The chatlab binary.
+    #[arg(long, default_value = "target/release/chatlab")]
+    binary: PathBuf,
+    /// The servers' database.
+    #[arg(
+        long,
+        env = "DATABASE_URL",
+        default_value = "postgres://postgres@127.0.0.1:5432/chatlab"
+    )]
+    database_url: String,
+    /// The tansu binary: each row gets a broker of its own, which its
+    /// instances share.
+    #[arg(long)]
+    tansu_bin: PathBuf,
+    /// The broker's storage engine (in memory, tansu acknowledges some
+    /// pipelined records it then does not serve: they would count as lost).
+    #[arg(long, value_enum, default_value = "sqlite")]
+    tansu_storage: BrokerStorage,
+    /// chatlab instances: the first takes the writes, the others the
+    /// subscribers (one instance takes both).
+    #[arg(long, default_value_t = 3)]
+    instances: usize,
+    /// Chats written to.
+    #[arg(long, default_value_t = 20)]
+    chats: usize,
+    /// Members per chat, each with a live connection.
+    #[arg(long, default_value_t = 10)]
+    members: usize,
+    /// Messages per second, over all chats.
+    #[arg(long, default_value_t = 50.0)]
+    rate: f64,
+    /// How long the writers write.
+    #[arg(long, default_value = "20s", value_parser = parse_duration)]
+    duration: Duration,
+    /// How long after the last write the subscribers may take to receive
+    /// everything.
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    drain: Duration,
+    /// Extra env of every instance, `KEY=VALUE` (repeatable).
+    #[arg(long = "env", value_parser = parse_kv)]
+    env: Vec<(String, String)>,
+    /// Where the table and the cells' logs go.
+    #[arg(long)]
+    out: PathBuf,
+    /// Exit 1 when a delivery is lost or repeated.
+    #[arg(long)]
+    strict: bool,
+}
+
+/// One row of the table.
+#[derive(Debug, Default)]
+struct Row {
+    variant: String,
+    written: u64,
+    failed: u64,
+    write: Latencies,
+    hold: HistogramSnapshot,
+    expected: u64,
+    delivered: u64,
+    duplicated: u64,
+    delivery: Latencies,
+    /// `overflow` or `reset` frames, or streams that ended.
+    cut: u64,
+    /// Live connections per subscriber instance.
+    per_instance: usize,
+    /// Largest RSS of a subscriber instance before the connections opened
+    /// and after the writes, MiB.
+    rss_mib: (f64, f64),
+}
+
+/// What a subscriber saw: its index, the message, when.
+type Sighting = (usize, Uuid, Instant);
+
+/// Runs every variant; whether nothing was lost or repeated.
+pub async fn run(args: DeliveryArgs) -> Result<bool, LoadError> {
+    if args.instances == 0 || args.chats == 0 || args.members == 0 || args.rate <= 0.0 {
+        return Err(LoadError::Usage(
+            "--instances, --chats, --members and --rate must be above 0".into(),
+        ));
+    }
+    std::fs::create_dir_all(&args.out).map_err(|e| LoadError::file(&args.out, e))?;
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(256)
+        .tcp_nodelay(true)
+        .build()
+        .map_err(|e| LoadError::http("building the HTTP client", e))?;
+    let mut rows = Vec::new();
+    for variant in &args.variants {
+        let row = run_cell(&args, &client, variant).await?;
+        println!(
+            "{}: {} written, {} of {} deliveries, {} lost, {} repeated, p99 {:.1} ms",
+            row.variant,
+            row.written,
+            row.delivered,
+            row.expected,
+            row.expected.saturating_sub(row.delivered),
+            row.duplicated,
+            row.delivery.quantile_ms(0.99)
+        );
+        rows.push(row);
+        let path = args.out.join("table.md");
+        std::fs::write(&path, to_markdown(&rows)).map_err(|e| LoadError::file(&path, e))?;
+    }
+    let table = to_markdown(&rows);
+    let notes = notes(&args);
+    let path = args.out.join("results.md");
+    std::fs::write(
+        &path,
+        format!("# Commit-to-screen latency\n\n{table}\n{notes}"),
+    )
+    .map_err(|e| LoadError::file(&path, e))?;
+    println!("\n{table}\n{notes}\nwritten to {}", args.out.display());
+    let clean = rows
+        .iter()
+        .all(|r| r.delivered == r.expected && r.duplicated == 0 && r.failed == 0);
+    if !clean {
+        println!("deliveries were lost or repeated, or writes failed (see the table)");
+    }
+    Ok(clean || !args.strict)
+}
+
+async fn run_cell(
+    args: &DeliveryArgs,
+    client: &reqwest::Client,
+    variant: &ServerVariant,
+) -> Result<Row, LoadError> {
+    let dir = args.out.join(&variant.name);
+    let broker = Broker::start(&args.tansu_bin, &dir.join("broker"), args.tansu_storage).await?;
+    let mut env = vec![
+        ("DATABASE_URL".to_owned(), args.database_url.clone()),
+        ("KAFKA_BROKERS".to_owned(), broker.address.clone()),
+        (
+            "KAFKA_TOPIC".to_owned(),
+            format!("chatlab-delivery-{}", Uuid::now_v7().simple()),
+        ),
+        ("RUST_LOG".to_owned(), "warn".to_owned()),
+        ("LOG_FORMAT".to_owned(), "json".to_owned()),
+    ];
+    env.extend(args.env.iter().cloned());
+    env.extend(variant.env.iter().cloned());
+    let spec = FleetSpec {
+        binary: args.binary.clone(),
+        count: args.instances,
+        env,
+        log_dir: dir.clone(),
+        signer: Arc::new(Signer::generate(DEFAULT_ISSUER)?),
+    };
+    let fleet = Fleet::start(&spec, client).await?;
+    let urls = fleet.urls();
+    let ops = fleet.ops_urls();
+    let (writer_url, writer_ops) = match (urls.first(), ops.first()) {
+        (Some(u), Some(o)) => (u.clone(), o.clone()),
+        _ => return Err(LoadError::Usage("no server started".into())),
+    };
+
+    let users = seed_users(client, &writer_ops, args.chats * args.members, "delivery-").await?;
+    let bearers: Vec<HeaderValue> = users
+        .iter()
+        .map(|u| spec.signer.bearer(*u))
+        .collect::<Result<_, _>>()?;
+    let chats = create_chats(client, &writer_url, &users, &bearers, args.members).await?;
+
+    // Every member of every chat listens, on every instance but the
+    // writers' (or on it, when it is the only one).
+    let subscriber_pids: Vec<u32> = fleet
+        .servers
+        .iter()
+        .skip(usize::from(fleet.servers.len() > 1))
+        .map(|s| s.pid)
+        .collect();
+    let rss_before = largest_rss(&subscriber_pids);
+    let (seen_tx, mut seen_rx) = mpsc::unbounded_channel::<Sighting>();
+    let (cut_tx, mut cut_rx) = mpsc::unbounded_channel::<usize>();
+    let mut readers = Vec::with_capacity(users.len());
+    for (index, bearer) in bearers.iter().enumerate() {
+        let url = if urls.len() > 1 {
+            &urls[1 + index % (urls.len() - 1)]
+        } else {
+            &urls[0]
+        };
+        let resp = client
+            .get(format!("{url}/v1/events"))
+            .header(AUTHORIZATION, bearer.clone())
+            .send()
+            .await
+            .map_err(|e| LoadError::http("opening a live stream", e))?;
+        if !resp.status().is_success() {
+            return Err(LoadError::http(
+                "opening a live stream",
+                format!("{}", resp.status()),
+            ));
+        }
+        readers.push(tokio::spawn(read_stream(
+            resp,
+            index,
+            seen_tx.clone(),
+            cut_tx.clone(),
+        )));
+    }
+    drop((seen_tx, cut_tx));
+    // Let the chats' own creation events go by before the clock starts.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    while seen_rx.try_recv().is_ok() {}
+
+    let before = scrape(client, &writer_ops).await?;
+    let writes = write(client, &writer_url, &chats, &bearers, args).await;
+    let after = scrape(client, &writer_ops).await?;
+
+    let mut row = Row {
+        variant: variant.name.clone(),
+        per_instance: users.len().div_ceil(subscriber_pids.len().max(1)),
+        rss_mib: (rss_before, largest_rss(&subscriber_pids)),
+        hold: after
+            .histogram("db_client_connection_use_time_seconds", &[])
+            .since(&before.histogram("db_client_connection_use_time_seconds", &[])),
+        ..Row::default()
+    };
+    // Which subscriber expects which message, and when it was written.
+    let mut expected: HashMap<(usize, Uuid), Instant> = HashMap::new();
+    for w in &writes {
+        match w.id {
+            Some(id) => {
+                row.written += 1;
+                row.write.record_micros(w.took.as_micros() as u64);
+                for member in &chats[w.chat].1 {
+                    expected.insert((*member, id), w.start);
+                }
+            }
+            None => row.failed += 1,
+        }
+    }
+    row.expected = expected.len() as u64;
+    let mut got: HashMap<(usize, Uuid), u32> = HashMap::with_capacity(expected.len());
+    let drain_until = tokio::time::Instant::now() + args.drain;
+    while (row.delivered as usize) < expected.len() {
+        let sighting = tokio::time::timeout_at(drain_until, seen_rx.recv()).await;
+        let Ok(Some((subscriber, message, at))) = sighting else {
+            break;
+        };
+        let Some(start) = expected.get(&(subscriber, message)) else {
+            continue;
+        };
+        let count = got.entry((subscriber, message)).or_default();
+        *count += 1;
+        if *count == 1 {
+            row.delivered += 1;
+            row.delivery
+                .record_micros(at.saturating_duration_since(*start).as_micros() as u64);
+        } else {
+            row.duplicated += 1;
+        }
+    }
+    // Repeats that arrive after the last first delivery still count.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    while let Ok((subscriber, message, _)) = seen_rx.try_recv() {
+        if expected.contains_key(&(subscriber, message)) {
+            row.duplicated += 1;
+        }
+    }
+    while cut_rx.try_recv().is_ok() {
+        row.cut += 1;
+    }
+    for reader in readers {
+        reader.abort();
+    }
+    drop(fleet);
+    drop(broker);
+    Ok(row)
+}
+
+/// One write: its chat, when it started, how long it took, the message id
+/// if it was written.
+struct Write {
+    chat: usize,
+    start: Instant,
+    took: Duration,
+    id: Option<Uuid>,
+}
+
+/// Posts `rate × duration` messages at a fixed rate (an open model: a slow
+/// answer does not delay the next write), round robin over the chats, each
+/// from one of the chat's members in turn.
+async fn write(
+    client: &reqwest::Client,
+    url: &str,
+    chats: &[(Uuid, Vec<usize>)],
+    bearers: &[HeaderValue],
+    args: &DeliveryArgs,
+) -> Vec<Write> {
+    let total = (args.rate * args.duration.as_secs_f64()).round().max(1.0) as usize;
+    let period = Duration::from_secs_f64(1.0 / args.rate);
+    let in_flight = Arc::new(Semaphore::new(1_000));
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let mut tasks = Vec::with_capacity(total);
+    for i in 0..total {
+        tick.tick().await;
+        let chat = i % chats.len();
+        let (chat_id, members) = &chats[chat];
+        let sender = members[(i / chats.len()) % members.len()];
+        let request = client
+            .post(format!("{url}/v1/chats/{chat_id}/messages"))
+            .header(AUTHORIZATION, bearers[sender].clone())
+            .json(&json!({ "body": format!("delivery {i}") }));
+        let Ok(permit) = in_flight.clone().acquire_owned().await else {
+            break;
+        };
+        tasks.push(tokio::spawn(async move {
+            let _permit = permit;
+            let start = Instant::now();
+            let id = match request.timeout(Duration::from_secs(30)).send().await {
+                Ok(resp) if resp.status().as_u16() == 201 => resp
+                    .json::<Value>()
+                    .await
+                    .ok()
+                    .and_then(|v| v["id"].as_str()?.parse().ok()),
+                _ => None,
+            };
+            Write {
+                chat,
+                start,
+                took: start.elapsed(),
+                id,
+            }
+        }));
+    }
+    let mut writes = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        if let Ok(w) = task.await {
+            writes.push(w);
+        }
+    }
+    writes
+}
+
+/// Reads one live stream, reporting each `message.sent` it carries, and
+/// a cut (`overflow`, `reset`, or the stream's end).
+async fn read_stream(
+    mut resp: reqwest::Response,
+    index: usize,
+    seen: mpsc::UnboundedSender<Sighting>,
+    cut: mpsc::UnboundedSender<usize>,
+) {
+    let mut buffer: Vec<u8> = Vec::new();
+    loop {
+        let chunk = match resp.chunk().await {
+            Ok(Some(chunk)) => chunk,
+            _ => {
+                let _ = cut.send(index);
+                return;
+            }
+        };
+        let at = Instant::now();
+        buffer.extend_from_slice(&chunk);
+        while let Some(end) = buffer.windows(2).position(|w| w == b"\n\n") {
+            let frame: Vec<u8> = buffer.drain(..end + 2).collect();
+            let text = String::from_utf8_lossy(&frame);
+            if text.contains("\nevent: overflow\n") || text.contains("\nevent: reset\n") {
+                let _ = cut.send(index);
+            }
+            if !text.contains("event: message.sent\n") {
+                continue;
+            }
+            if let Some(id) = text
+                .split("\"message_id\":\"")
+                .nth(1)
+                .and_then(|rest| rest.get(..36))
+                .and_then(|id| id.parse::<Uuid>().ok())
+                && seen.send((index, id, at)).is_err()
+            {
+                return;
+            }
+        }
+    }
+}
+
+/// The largest RSS among `pids`, MiB.
+fn largest_rss(pids: &[u32]) -> f64 {
+    pids.iter()
+        .filter_map(|&pid| crate::procstat::sample(pid))
+        .map(|s| s.rss_mib)
+        .fold(0.0, f64::max)
+}
+
+/// One chat per `members` consecutive users, created by the first: its id
+/// and its members (as indexes of `users`).
+async fn create_chats(
+    client: &reqwest::Client,
+    url: &str,
+    users: &[Uuid],
+    bearers: &[HeaderValue],
+    members: usize,
+) -> Result<Vec<(Uuid, Vec<usize>)>, LoadError> {
+    let mut chats = Vec::new();
+    for (n, group) in (0..users.len())
+        .collect::<Vec<_>>()
+        .chunks(members)
+        .enumerate()
+    {
+        let others: Vec<Uuid> = group[1..].iter().map(|&i| users[i]).collect();
+        let resp = client
+            .post(format!("{url}/v1/chats"))
+            .header(AUTHORIZATION, bearers[group[0]].clone())
+            .json(&json!({ "name": format!("delivery {n}"), "member_ids": others }))
+            .send()
+            .await
+            .map_err(|e| LoadError::http("creating chats", e))?;
+        let status = resp.status();
+        let body: Value = resp
+            .json()
+            .await
+            .map_err(|e| LoadError::http("creating chats", e))?;
+        let id = body["id"]
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| LoadError::http("creating chats", format!("{status}: {body}")))?;
+        chats.push((id, group.to_vec()));
+    }
+    Ok(chats)
+}
+
+async fn scrape(client: &reqwest::Client, ops: &str) -> Result<Exposition, LoadError> {
+    let text = client
+        .get(format!("{ops}/metrics"))
+        .send()
+        .await
+        .map_err(|e| LoadError::http("scraping /metrics", e))?
+        .text()
+        .await
+        .map_err(|e| LoadError::http("scraping /metrics", e))?;
+    Ok(Exposition::parse(&text))
+}
+
+fn to_markdown(rows: &[Row]) -> String {
+    let mut out = String::from(
+        "| variant | messages written | failed | write p50 ms | write p99 ms | pooled connection mean ms | p95 ms | deliveries | lost | repeated | delivery p50 ms | p95 ms | p99 ms | max ms | streams cut | connections per subscriber instance | its RSS MiB before → after |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for r in rows {
+        out.push_str(&format!(
+            "| {} | {} | {} | {:.1} | {:.1} | {:.2} | {:.2} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {} | {:.1} → {:.1} |\n",
+            r.variant,
+            r.written,
+            r.failed,
+            r.write.quantile_ms(0.5),
+            r.write.quantile_ms(0.99),
+            r.hold.mean() * 1000.0,
+            r.hold.quantile(0.95) * 1000.0,
+            r.delivered,
+            r.expected.saturating_sub(r.delivered),
+            r.duplicated,
+            r.delivery.quantile_ms(0.5),
+            r.delivery.quantile_ms(0.95),
+            r.delivery.quantile_ms(0.99),
+            r.delivery.max_ms(),
+            r.cut,
+            r.per_instance,
+            r.rss_mib.0,
+            r.rss_mib.1,
+        ));
+    }
+    out
+}
+
+fn notes(args: &DeliveryArgs) -> String {
+    format!(
+        "{} instances share one tansu broker ({:?} storage) and the database; \
+         instance 1 takes the writes, the others hold the {} live connections \
+         ({} chats of {} members, every member connected). Messages at {} per \
+         second for {:?}, round robin over the chats. Delivery latency runs from \
+         the write's start (before the POST is sent) to the frame's arrival at \
+         the subscriber; a delivery is lost when it did not arrive within {:?} \
+         of the last write. The pooled connection time is every checkout on the \
+         writers' instance during the writes (the outbox relay's included).\n\n{}\n",
+        args.instances,
+        args.tansu_storage,
+        args.chats * args.members,
+        args.chats,
+        args.members,
+        args.rate,
+        args.duration,
+        args.drain,
+        machine_note()
+    )
+}
