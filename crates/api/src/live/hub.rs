@@ -302,7 +302,6 @@ impl Hub {
         let mut s = self.lock();
         s.position.advance(partition, offset + 1);
         let frame = Frame::of(event, &s.position);
-        let position = s.position.clone();
         for user in joined {
             let ids: Vec<u64> = s
                 .by_user
@@ -323,8 +322,14 @@ impl Hub {
             .unwrap_or_default();
         let mut done = FanOut::default();
         let mut full = Vec::new();
+        // Split borrows: the position is read while connections change.
+        let State {
+            position,
+            connections,
+            ..
+        } = &mut *s;
         for id in targets {
-            let Some(c) = s.connections.get_mut(&id) else {
+            let Some(c) = connections.get_mut(&id) else {
                 continue;
             };
             let mut own = None;
