@@ -8,17 +8,17 @@
 //! lies between the client's cursor and `at`. Event ids are remembered
 //! across the two, so a record the broker repeats is not given twice.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::time::Duration;
 
 use uuid::Uuid;
 
-use chatlab_domain::EventPayload;
 use chatlab_kafka::live_tail::TailedEvent;
 use chatlab_kafka::topic_range::{self, RangeError};
 
 use super::cursor::Cursor;
 use super::hub::Frame;
+use super::membership::{Membership, change_of};
 
 /// How long a catch-up may read the topic.
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -96,61 +96,30 @@ pub async fn read(
 }
 
 /// The frames `user` gets out of `events` (ordered by partition and
-/// offset): those of the chats it was a member of at each event. Who was a
-/// member when the range started follows from who is one now
-/// (`chats_now`) and the membership events in the range: the first such
-/// event of a chat says whether the user was in it before (a removal) or
-/// not (an addition). Each frame's id is the cursor after it.
+/// offset): those of the chats it was a member of at each event, where who
+/// was a member when the range started follows from who is one now
+/// (`chats_now`) and the membership events in the range
+/// ([`Membership`]). Each frame's id is the cursor after it.
 pub fn frames_for(
     user: Uuid,
     events: &[TailedEvent],
     chats_now: &HashSet<Uuid>,
     from: &Cursor,
 ) -> Vec<Frame> {
-    let mut first_change: HashMap<Uuid, bool> = HashMap::new();
-    for tailed in events {
-        if let Some(joined) = membership_change(user, &tailed.event.payload) {
-            first_change.entry(tailed.event.chat_id()).or_insert(joined);
-        }
-    }
-    let mut chats: HashSet<Uuid> = chats_now
-        .iter()
-        .copied()
-        .filter(|c| first_change.get(c) != Some(&true))
-        .collect();
-    chats.extend(
-        first_change
-            .iter()
-            .filter(|(_, joined)| !**joined)
-            .map(|(c, _)| *c),
-    );
+    let changes = events.iter().filter_map(|tailed| {
+        change_of(user, &tailed.event.payload).map(|joined| (tailed.event.chat_id(), joined))
+    });
+    let mut membership = Membership::before(chats_now.iter().copied(), changes);
     let mut cursor = from.clone();
     let mut frames = Vec::new();
     for tailed in events {
         cursor.advance(tailed.partition, tailed.offset + 1);
-        let chat = tailed.event.chat_id();
-        let change = membership_change(user, &tailed.event.payload);
-        if change == Some(true) {
-            chats.insert(chat);
-        }
-        if chats.contains(&chat) {
+        let change = change_of(user, &tailed.event.payload);
+        if membership.step(tailed.event.chat_id(), change) {
             frames.push(Frame::of(&tailed.event, &cursor));
-        }
-        if change == Some(false) {
-            chats.remove(&chat);
         }
     }
     frames
-}
-
-/// `Some(true)` if the event adds `user` to its chat, `Some(false)` if it
-/// removes them.
-fn membership_change(user: Uuid, payload: &EventPayload) -> Option<bool> {
-    match payload {
-        EventPayload::MembersAdded { user_ids, .. } if user_ids.contains(&user) => Some(true),
-        EventPayload::MemberRemoved { user_id, .. } if *user_id == user => Some(false),
-        _ => None,
-    }
 }
 
 #[cfg(test)]

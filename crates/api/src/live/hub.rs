@@ -8,6 +8,12 @@
 //! buffer is full is dropped (its stream then ends with an `overflow`
 //! frame naming the last event it got), so no connection waits for
 //! another.
+//!
+//! A connection registers before it reads its chats from the database,
+//! and the events fanned out meanwhile are held for it: once it knows its
+//! chats it gets those of them that are its own, as if it had known them
+//! from the start ([`Membership`]), so an event of one of its chats that
+//! the tail reads while it loads them is not lost.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,10 +26,16 @@ use uuid::Uuid;
 use chatlab_domain::{Event, EventPayload};
 
 use super::cursor::Cursor;
+use super::membership::{Membership, change_of};
 
 /// Event ids a connection remembers to drop duplicates (a broker may
 /// deliver a record twice; an outbox relay may publish one twice).
 const REMEMBERED_IDS: usize = 1024;
+
+/// Events held for a connection while it reads its chats; one that sees
+/// more (the database was that slow under that many events) is dropped as
+/// if its buffer had overflowed.
+const HELD_WHILE_LOADING: usize = 16_384;
 
 /// A frame ready for a connection's stream.
 #[derive(Debug, Clone)]
@@ -66,9 +78,21 @@ pub struct ConnectionState {
     pub overflowed: AtomicBool,
 }
 
+/// An event fanned out while a connection read its chats.
+struct Held {
+    chat: Uuid,
+    /// Whether it adds (`true`) or removes the connection's user.
+    change: Option<bool>,
+    /// Its frame; `None` when the connection's floor says it was given on
+    /// an earlier connection.
+    frame: Option<Frame>,
+}
+
 struct Connection {
     user: Uuid,
     chats: HashSet<Uuid>,
+    /// While it reads its chats: the events fanned out meanwhile.
+    loading: Option<Vec<Held>>,
     /// A resumed connection's cursor while this instance's tail is behind
     /// it: events before it were given on an earlier connection.
     floor: Option<Cursor>,
@@ -79,6 +103,22 @@ struct Connection {
 }
 
 impl Connection {
+    /// Puts `frame` in its buffer unless it had that event already,
+    /// counting it in `done`; `false` if the buffer is full.
+    fn hand_over(&mut self, frame: Frame, done: &mut FanOut) -> bool {
+        if !self.first_sight(frame.event_id) {
+            done.duplicates += 1;
+            return true;
+        }
+        match self.frames.try_send(frame) {
+            Ok(()) => done.delivered += 1,
+            Err(mpsc::error::TrySendError::Full(_)) => return false,
+            // The stream ended; its guard unregisters it.
+            Err(mpsc::error::TrySendError::Closed(_)) => {}
+        }
+        true
+    }
+
     /// Whether the event is new to this connection; remembers it.
     fn first_sight(&mut self, id: Uuid) -> bool {
         if !self.seen.insert(id) {
@@ -101,6 +141,8 @@ struct State {
     position: Cursor,
     next_id: u64,
     connections: HashMap<u64, Connection>,
+    /// Connections reading their chats.
+    loading: HashSet<u64>,
     by_chat: HashMap<Uuid, HashSet<u64>>,
     by_user: HashMap<Uuid, HashSet<u64>>,
 }
@@ -180,15 +222,20 @@ impl Hub {
         })
     }
 
-    /// Connection `id` has received these events already (from a
-    /// catch-up): the live feed drops them if the broker repeats them.
-    pub fn remember(&self, id: u64, events: &[Uuid]) {
+    /// Connection `id` is given these events by its catch-up: the live
+    /// feed drops them if the broker repeats them. Returns those it was
+    /// handed already (a record the broker repeated on both sides of the
+    /// catch-up's end), which the catch-up must not give again.
+    pub fn remember(&self, id: u64, events: &[Uuid]) -> HashSet<Uuid> {
         let mut s = self.lock();
-        if let Some(c) = s.connections.get_mut(&id) {
-            for event in events {
-                c.first_sight(*event);
-            }
-        }
+        let Some(c) = s.connections.get_mut(&id) else {
+            return HashSet::new();
+        };
+        events
+            .iter()
+            .copied()
+            .filter(|event| !c.first_sight(*event))
+            .collect()
     }
 
     /// Connection `id` gets every live event from now on, whatever cursor
@@ -199,16 +246,11 @@ impl Hub {
         }
     }
 
-    /// Registers a connection of `user` receiving `chats`, with a buffer
-    /// of `buffer` frames; `floor` is a resumed client's cursor (what is
-    /// before it is not delivered again).
-    pub fn register(
-        &self,
-        user: Uuid,
-        chats: &[Uuid],
-        buffer: usize,
-        floor: Option<Cursor>,
-    ) -> Registration {
+    /// Registers a connection of `user`, with a buffer of `buffer` frames;
+    /// `floor` is a resumed client's cursor (what is before it is not
+    /// delivered again). It receives nothing until [`Hub::receive`] tells
+    /// it its chats; what is fanned out until then is held for it.
+    pub fn register(&self, user: Uuid, buffer: usize, floor: Option<Cursor>) -> Registration {
         let (tx, rx) = mpsc::channel(buffer.max(1));
         let state = Arc::new(ConnectionState::default());
         let mut s = self.lock();
@@ -216,15 +258,14 @@ impl Hub {
         let floor = floor.filter(|f| !s.position.covers(f));
         s.next_id += 1;
         let id = s.next_id;
-        for chat in chats {
-            s.by_chat.entry(*chat).or_default().insert(id);
-        }
         s.by_user.entry(user).or_default().insert(id);
+        s.loading.insert(id);
         s.connections.insert(
             id,
             Connection {
                 user,
-                chats: chats.iter().copied().collect(),
+                chats: HashSet::new(),
+                loading: Some(Vec::new()),
                 floor,
                 frames: tx,
                 state: state.clone(),
@@ -240,16 +281,38 @@ impl Hub {
         }
     }
 
-    /// Connection `id` receives `chats` from now on.
-    pub fn receive(&self, id: u64, chats: &[Uuid]) {
+    /// Connection `id` is a member of `chats` (as the database said while
+    /// it registered): it gets the events held for it that are its own,
+    /// then every event of its chats from now on.
+    pub fn receive(&self, id: u64, chats: &[Uuid]) -> FanOut {
         let mut s = self.lock();
+        s.loading.remove(&id);
+        let mut done = FanOut::default();
         let Some(c) = s.connections.get_mut(&id) else {
-            return;
+            return done;
         };
-        c.chats.extend(chats.iter().copied());
-        for chat in chats {
-            s.by_chat.entry(*chat).or_default().insert(id);
+        let held = c.loading.take().unwrap_or_default();
+        let changes = held.iter().filter_map(|h| h.change.map(|j| (h.chat, j)));
+        let mut membership = Membership::before(chats.iter().copied(), changes);
+        let mut overflowed = false;
+        for h in held {
+            let receives = membership.step(h.chat, h.change);
+            if let Some(frame) = h.frame.filter(|_| receives && !overflowed) {
+                overflowed = !c.hand_over(frame, &mut done);
+            }
         }
+        if overflowed {
+            c.state.overflowed.store(true, Ordering::Release);
+            remove(&mut s, id);
+            done.dropped += 1;
+            return done;
+        }
+        c.chats = membership.into_chats();
+        let chats: Vec<Uuid> = c.chats.iter().copied().collect();
+        for chat in chats {
+            s.by_chat.entry(chat).or_default().insert(id);
+        }
+        done
     }
 
     /// Ends every connection (the server is stopping): each gets a last
@@ -267,6 +330,7 @@ impl Hub {
             let _ = c.frames.try_send(frame.clone());
         }
         s.connections.clear();
+        s.loading.clear();
         s.by_chat.clear();
         s.by_user.clear();
     }
@@ -301,7 +365,7 @@ impl Hub {
         let chat = event.chat_id();
         let mut s = self.lock();
         s.position.advance(partition, offset + 1);
-        let frame = Frame::of(event, &s.position);
+        let shared = Frame::of(event, &s.position);
         for user in joined {
             let ids: Vec<u64> = s
                 .by_user
@@ -309,10 +373,13 @@ impl Hub {
                 .map(|c| c.iter().copied().collect())
                 .unwrap_or_default();
             for id in ids {
-                if let Some(c) = s.connections.get_mut(&id) {
+                // One still loading learns it from what is held for it.
+                if let Some(c) = s.connections.get_mut(&id)
+                    && c.loading.is_none()
+                {
                     c.chats.insert(chat);
+                    s.by_chat.entry(chat).or_default().insert(id);
                 }
-                s.by_chat.entry(chat).or_default().insert(id);
             }
         }
         let targets: Vec<u64> = s
@@ -326,33 +393,43 @@ impl Hub {
         let State {
             position,
             connections,
+            loading,
             ..
         } = &mut *s;
+        let at = (partition, offset);
+        for id in loading.iter() {
+            let Some(c) = connections.get_mut(id) else {
+                continue;
+            };
+            let change = if joined.contains(&c.user) {
+                Some(true)
+            } else {
+                change_of(c.user, &event.payload)
+            };
+            let frame = frame_for(c, position, event, at, &shared);
+            let Some(held) = c.loading.as_mut() else {
+                continue;
+            };
+            if held.len() >= HELD_WHILE_LOADING {
+                full.push(*id);
+            } else {
+                held.push(Held {
+                    chat,
+                    change,
+                    frame,
+                });
+            }
+        }
         for id in targets {
             let Some(c) = connections.get_mut(&id) else {
                 continue;
             };
-            let mut own = None;
-            if let Some(floor) = &c.floor {
-                if floor.get(partition).is_some_and(|f| offset < f) {
-                    // Given on the connection this one resumes.
-                    continue;
-                }
-                if position.covers(floor) {
-                    c.floor = None;
-                } else {
-                    own = Some(Frame::of(event, &position.max(floor)));
-                }
-            }
-            if !c.first_sight(frame.event_id) {
-                done.duplicates += 1;
+            let Some(frame) = frame_for(c, position, event, at, &shared) else {
+                // Given on the connection this one resumes.
                 continue;
-            }
-            match c.frames.try_send(own.unwrap_or_else(|| frame.clone())) {
-                Ok(()) => done.delivered += 1,
-                Err(mpsc::error::TrySendError::Full(_)) => full.push(id),
-                // The stream ended; its guard unregisters it.
-                Err(mpsc::error::TrySendError::Closed(_)) => {}
+            };
+            if !c.hand_over(frame, &mut done) {
+                full.push(id);
             }
         }
         for id in full {
@@ -381,9 +458,34 @@ impl Hub {
     }
 }
 
+/// The frame connection `c` gets for `event`, read at `partition:offset`
+/// (`at`): `shared`, unless a resumed connection's own cursor is ahead of
+/// the tail (then a frame naming it), or the event lies before that cursor
+/// (then none: it was given on the connection this one resumes).
+fn frame_for(
+    c: &mut Connection,
+    position: &Cursor,
+    event: &Event,
+    (partition, offset): (i32, i64),
+    shared: &Frame,
+) -> Option<Frame> {
+    if let Some(floor) = &c.floor {
+        if floor.get(partition).is_some_and(|f| offset < f) {
+            return None;
+        }
+        if position.covers(floor) {
+            c.floor = None;
+        } else {
+            return Some(Frame::of(event, &position.max(floor)));
+        }
+    }
+    Some(shared.clone())
+}
+
 /// Removes connection `id` from every index (dropping its sender ends its
 /// stream once the frames in its buffer are read).
 fn remove(s: &mut State, id: u64) {
+    s.loading.remove(&id);
     let Some(c) = s.connections.remove(&id) else {
         return;
     };
@@ -407,6 +509,19 @@ fn remove(s: &mut State, id: u64) {
 mod tests {
     use super::*;
     use chatlab_domain::{ChatId, MessageId, PublishMode, SendMessage, UserId};
+
+    /// A connection of `user` that has loaded `chats`.
+    pub(super) fn connect(
+        hub: &Hub,
+        user: Uuid,
+        chats: &[Uuid],
+        buffer: usize,
+        floor: Option<Cursor>,
+    ) -> Registration {
+        let registration = hub.register(user, buffer, floor);
+        hub.receive(registration.id, chats);
+        registration
+    }
 
     /// Fans `event` out as if read at the next offset of partition 0.
     fn fan(hub: &Hub, event: &Event, joined: &[Uuid]) -> FanOut {
@@ -447,8 +562,8 @@ mod tests {
             Uuid::now_v7(),
             Uuid::now_v7(),
         );
-        let mut a = hub.register(ada, &[chat], 8, None);
-        let mut b = hub.register(bob, &[other], 8, None);
+        let mut a = connect(&hub, ada, &[chat], 8, None);
+        let mut b = connect(&hub, bob, &[other], 8, None);
         let event = message(chat, ada);
         assert_eq!(fan(&hub, &event, &[]).delivered, 1);
         assert_eq!(fan(&hub, &event, &[]).duplicates, 1, "the same id twice");
@@ -465,8 +580,8 @@ mod tests {
     fn a_removed_member_gets_the_removal_and_then_nothing() {
         let hub = Hub::default();
         let (ada, bob, chat) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
-        let _a = hub.register(ada, &[chat], 8, None);
-        let mut b = hub.register(bob, &[chat], 8, None);
+        let _a = connect(&hub, ada, &[chat], 8, None);
+        let mut b = connect(&hub, bob, &[chat], 8, None);
         let removal = removed(chat, ada, bob);
         assert_eq!(fan(&hub, &removal, &[]).delivered, 2);
         assert_eq!(b.frames.try_recv().unwrap().event_id, removal.event_id);
@@ -478,7 +593,7 @@ mod tests {
     fn closing_ends_every_stream_after_a_last_frame() {
         let hub = Hub::default();
         let chat = Uuid::now_v7();
-        let mut a = hub.register(Uuid::now_v7(), &[chat], 8, None);
+        let mut a = connect(&hub, Uuid::now_v7(), &[chat], 8, None);
         hub.close_all();
         assert_eq!(hub.connections(), 0);
         let last = a.frames.try_recv().unwrap();
@@ -493,8 +608,8 @@ mod tests {
     fn a_full_buffer_drops_that_connection_only() {
         let hub = Hub::default();
         let (ada, bob, chat) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
-        let mut fast = hub.register(ada, &[chat], 8, None);
-        let slow = hub.register(bob, &[chat], 1, None);
+        let mut fast = connect(&hub, ada, &[chat], 8, None);
+        let slow = connect(&hub, bob, &[chat], 1, None);
         assert_eq!(fan(&hub, &message(chat, ada), &[]).delivered, 2);
         let _ = fast.frames.try_recv();
         let second = fan(&hub, &message(chat, ada), &[]);
@@ -506,7 +621,108 @@ mod tests {
 }
 
 #[cfg(test)]
+mod loading_tests {
+    use super::tests::connect;
+    use super::*;
+    use crate::live::test_events::message_in as message;
+    use chatlab_domain::{AddMembers, ChatId, MessageId, PublishMode, RemoveMember, UserId};
+
+    fn ids(registration: &mut Registration) -> Vec<Uuid> {
+        std::iter::from_fn(|| registration.frames.try_recv().ok())
+            .map(|f| f.event_id)
+            .collect()
+    }
+
+    #[test]
+    fn what_is_fanned_out_while_a_connection_loads_its_chats_is_not_lost() {
+        let hub = Hub::default();
+        hub.follow(&Cursor::parse("0:0").unwrap());
+        let (bob, chat, other) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
+        let mut b = hub.register(bob, 8, None);
+        let (first, foreign) = (message(chat), message(other));
+        hub.fan_out(&first, 0, 0, &[]);
+        hub.fan_out(&foreign, 0, 1, &[]);
+        assert!(b.frames.try_recv().is_err(), "nothing before its chats");
+        // The database said: bob is in `chat`.
+        let done = hub.receive(b.id, &[chat]);
+        assert_eq!(done.delivered, 1);
+        let live = message(chat);
+        hub.fan_out(&live, 0, 2, &[]);
+        assert_eq!(ids(&mut b), vec![first.event_id, live.event_id]);
+        assert_eq!(hub.lock().loading.len(), 0);
+    }
+
+    #[test]
+    fn membership_changed_while_loading_wins_over_what_the_database_said() {
+        let hub = Hub::default();
+        hub.follow(&Cursor::parse("0:0").unwrap());
+        let (ada, bob, joined, left, created) = (
+            Uuid::now_v7(),
+            Uuid::now_v7(),
+            Uuid::now_v7(),
+            Uuid::now_v7(),
+            Uuid::now_v7(),
+        );
+        let mut b = hub.register(bob, 8, None);
+        let before_join = message(joined);
+        let addition = Event::members_added(
+            &AddMembers {
+                chat_id: ChatId::from_uuid(joined),
+                actor_id: UserId::from_uuid(ada),
+                user_ids: vec![UserId::from_uuid(bob)],
+                message_id: MessageId::generate(),
+                created_at: chrono::Utc::now(),
+            },
+            PublishMode::Outbox,
+        );
+        let removal = Event::member_removed(
+            &RemoveMember::new(
+                ChatId::from_uuid(left),
+                UserId::from_uuid(ada),
+                UserId::from_uuid(bob),
+            ),
+            PublishMode::Outbox,
+        );
+        let after_removal = message(left);
+        let in_new_chat = message(created);
+        let events = [&before_join, &addition, &removal, &after_removal];
+        for (offset, event) in (0..).zip(events) {
+            hub.fan_out(event, 0, offset, &[]);
+        }
+        // The new chat's event names bob among the users who join with it.
+        hub.fan_out(&in_new_chat, 0, 4, &[bob]);
+        // The database was read after the addition and before the removal.
+        hub.receive(b.id, &[joined, left]);
+        assert_eq!(
+            ids(&mut b),
+            vec![addition.event_id, removal.event_id, in_new_chat.event_id]
+        );
+        for (offset, chat) in (5..).zip([joined, left, created]) {
+            hub.fan_out(&message(chat), 0, offset, &[]);
+        }
+        assert_eq!(ids(&mut b).len(), 2, "joined and created, not left");
+    }
+
+    #[test]
+    fn a_connection_that_holds_too_much_while_loading_overflows() {
+        let hub = Hub::default();
+        hub.follow(&Cursor::parse("0:0").unwrap());
+        let chat = Uuid::now_v7();
+        let _other = connect(&hub, Uuid::now_v7(), &[chat], 8, None);
+        let b = hub.register(Uuid::now_v7(), 8, None);
+        let event = message(Uuid::now_v7());
+        for offset in 0..=i64::try_from(HELD_WHILE_LOADING).unwrap() {
+            hub.fan_out(&event, 0, offset, &[]);
+        }
+        assert!(b.state.overflowed.load(Ordering::Acquire));
+        assert_eq!(hub.connections(), 1);
+        assert_eq!(hub.receive(b.id, &[chat]), FanOut::default());
+    }
+}
+
+#[cfg(test)]
 mod resume_tests {
+    use super::tests::connect;
     use super::*;
     use crate::live::test_events::message_in as message;
 
@@ -525,7 +741,7 @@ mod resume_tests {
         let hub = Hub::default();
         hub.follow(&Cursor::parse("0:10,1:4").unwrap());
         let chat = Uuid::now_v7();
-        let mut a = hub.register(Uuid::now_v7(), &[chat], 8, None);
+        let mut a = connect(&hub, Uuid::now_v7(), &[chat], 8, None);
         assert_eq!(a.at.as_ref().unwrap().to_string(), "0:10,1:4");
         hub.fan_out(&message(chat), 1, 4, &[]);
         hub.fan_out(&message(Uuid::now_v7()), 0, 10, &[]);
@@ -541,7 +757,7 @@ mod resume_tests {
         hub.follow(&Cursor::parse("0:10").unwrap());
         let chat = Uuid::now_v7();
         // The client came from an instance that had read up to 12.
-        let mut a = hub.register(Uuid::now_v7(), &[chat], 8, Cursor::parse("0:12").ok());
+        let mut a = connect(&hub, Uuid::now_v7(), &[chat], 8, Cursor::parse("0:12").ok());
         assert_eq!(hub.position_for(a.id).unwrap().to_string(), "0:12");
         for offset in 10..13 {
             hub.fan_out(&message(chat), 0, offset, &[]);
@@ -556,7 +772,7 @@ mod resume_tests {
         let hub = Hub::default();
         hub.follow(&Cursor::parse("0:0").unwrap());
         let chat = Uuid::now_v7();
-        let mut a = hub.register(Uuid::now_v7(), &[chat], 8, None);
+        let mut a = connect(&hub, Uuid::now_v7(), &[chat], 8, None);
         let event = message(chat);
         hub.remember(a.id, &[event.event_id]);
         assert_eq!(hub.fan_out(&event, 0, 0, &[]).duplicates, 1);
@@ -566,7 +782,7 @@ mod resume_tests {
     #[test]
     fn before_the_tail_follows_there_is_no_position() {
         let hub = Hub::default();
-        let a = hub.register(Uuid::now_v7(), &[], 8, None);
+        let a = connect(&hub, Uuid::now_v7(), &[], 8, None);
         assert!(a.at.is_none() && hub.position_for(a.id).is_none());
     }
 }

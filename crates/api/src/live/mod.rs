@@ -12,6 +12,7 @@ pub mod catch_up;
 pub mod cursor;
 pub mod dispatch;
 pub mod hub;
+pub mod membership;
 pub mod metrics;
 pub mod socket;
 pub mod stream;

@@ -103,7 +103,7 @@ pub(crate) async fn open(
     // Registered before the chats are read, so an event of a chat created
     // meanwhile finds the caller connected; and before the catch-up, whose
     // range ends where the live feed starts.
-    let registration = live.hub.register(user, &[], live.buffer, resume.clone());
+    let registration = live.hub.register(user, live.buffer, resume.clone());
     let mut feed = Feed {
         hub: live.hub.clone(),
         metrics: live.metrics.clone(),
@@ -120,16 +120,25 @@ pub(crate) async fn open(
         .into_iter()
         .map(|c| c.as_uuid())
         .collect();
-    live.hub.receive(feed.registration.id, &chats);
+    // The events of its chats fanned out while they were read.
+    let held = live.hub.receive(feed.registration.id, &chats);
+    live.metrics.deliveries.inc_by(held.delivered);
+    live.metrics.dropped_slow.inc_by(held.dropped);
+    live.metrics.duplicates.inc_by(held.duplicates);
     live.metrics.connections.set(live.hub.connections() as i64);
     if let Some(from) = &resume {
         let now: HashSet<Uuid> = chats.iter().copied().collect();
         let at = feed.registration.at.clone();
         match catch_up::read(&live.source, user, from, at.as_ref(), &now).await {
             CatchUp::Frames(frames, ids) => {
-                live.hub.remember(feed.registration.id, &ids);
+                let given = live.hub.remember(feed.registration.id, &ids);
+                let frames: Vec<Frame> = frames
+                    .into_iter()
+                    .filter(|f| !given.contains(&f.event_id))
+                    .collect();
                 live.metrics.resumed.inc();
                 live.metrics.caught_up.inc_by(frames.len() as u64);
+                live.metrics.duplicates.inc_by(given.len() as u64);
                 feed.pending.extend(frames.into_iter().map(|f| f.text));
             }
             CatchUp::Reset(reason) => {
