@@ -197,6 +197,10 @@ async fn assigned(
         .set("enable.partition.eof", "false")
         .set("auto.offset.reset", "latest")
         .set("isolation.level", "read_uncommitted")
+        // Back within a second of a broker's return, as the producer is
+        // (librdkafka's default backs off up to 10 s, and every member's
+        // feed waits that long).
+        .set("reconnect.backoff.max.ms", "1000")
         .set(
             "statistics.interval.ms",
             STATISTICS_EVERY.as_millis().to_string(),
