@@ -41,6 +41,7 @@ ifeq ($(QUICK),1)
   BROKER_CHECK_ARGS := --events 200 --producers 2 --rounds 1
   COLLECTOR_FAULT_DURATION := 4s
   DELIVERY_ARGS := --chats 5 --members 4 --rate 20 --duration 3s --drain 10s --strict
+  DELIVERY_KILL_ARGS := --chats 5 --members 4 --rate 20 --duration 8s --kill-broker-at 2s --broker-down 2s --drain 30s --strict
 else
   DEMO_ARGS := --vus 20 --duration 6s --warmup 3s --rounds 3
   LOADTEST_ARGS := --vus 40 --duration 20s
@@ -59,6 +60,7 @@ else
   BROKER_CHECK_ARGS := --events 500 --producers 4 --in-flight 32 --rounds 10 --busy-threads 1
   COLLECTOR_FAULT_DURATION := 15s
   DELIVERY_ARGS := --chats 50 --members 20 --rate 100 --duration 30s --drain 15s
+  DELIVERY_KILL_ARGS := --chats 50 --members 20 --rate 100 --duration 30s --kill-broker-at 10s --broker-down 5s --drain 30s
 endif
 # The cost of tracing: the server as it is, and exporting spans over OTLP at
 # 1% and 100% (parent-based ratio sampling), to chatlab-load's own OTLP/HTTP
@@ -93,7 +95,7 @@ RUNS ?= 50
 
 .PHONY: demo loadtest loadtest-create loadtest-seed001 loadtest-ramp bench-baseline \
         loadtest-crosscheck loadtest-pool loadtest-poolsize loadtest-driver loadtest-concurrency \
-        loadtest-tracing loadtest-delivery loadtest-smoke load-build load-db broker-check events-stress \
+        loadtest-tracing loadtest-delivery loadtest-delivery-broker-kill loadtest-smoke load-build load-db broker-check events-stress \
         fault-db fault-broker fault-server fault-cancel fault-retry fault-collector fault-slow-clients soak faults
 .PHONY: help run build release test fuzz fmt fmt-check lint layering settings-docs schema-check deps-check openapi openapi-check \
         docker-check k6-check db db-stop broker broker-stop ci clean-testdbs up down loadtest-docker dashboard-check
@@ -184,6 +186,19 @@ LIVE_FETCH_WAIT_MS ?= 10
 loadtest-delivery: load-build load-db ## Per publish mode: the writer's latency and pooled connection time beside delivery latency to live members on other instances, lost and repeated deliveries
 	$(LOAD) delivery --database-url $(LOAD_DATABASE_URL) --tansu-bin $$(scripts/ensure-tansu.sh --print-bin) \
 	    --env LIVE_FETCH_WAIT_MS=$(LIVE_FETCH_WAIT_MS) --out results/delivery-$$(date -u +%Y%m%dT%H%M%SZ) $(DELIVERY_ARGS)
+
+# The live feed through a broker kill: tansu SIGKILLed while messages are
+# written, and started again on its SQLite storage, the members connected
+# to their instances throughout. Every message whose event reached the
+# topic must reach every member once; after_commit's events that never
+# reached the broker are counted apart. QUICK=1 (CI) fails otherwise. The
+# send timeout outlasts the outage, as in fault-broker's kill: a timed-out
+# delivery bumps the producer's epoch, which tansu's SQLite engine panics on.
+DELIVERY_KILL_VARIANTS := in_tx_await:KAFKA_PUBLISH_MODE=in_tx_await,after_commit:KAFKA_PUBLISH_MODE=after_commit,outbox:KAFKA_PUBLISH_MODE=outbox
+loadtest-delivery-broker-kill: load-build load-db ## Live delivery through a broker kill: what reached the topic reaches every member once, per publish mode
+	$(LOAD) delivery --database-url $(LOAD_DATABASE_URL) --tansu-bin $$(scripts/ensure-tansu.sh --print-bin) \
+	    --variants $(DELIVERY_KILL_VARIANTS) --env LIVE_FETCH_WAIT_MS=$(LIVE_FETCH_WAIT_MS) --env KAFKA_SEND_TIMEOUT_MS=15000 \
+	    --out results/delivery-broker-kill-$$(date -u +%Y%m%dT%H%M%SZ) $(DELIVERY_KILL_ARGS)
 
 loadtest-smoke: ## Every load target once, a few seconds each (CI)
 	$(MAKE) QUICK=1 demo loadtest loadtest-create loadtest-seed001 loadtest-ramp bench-baseline loadtest-crosscheck \

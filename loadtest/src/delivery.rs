@@ -11,7 +11,7 @@
 //! beside what it costs the reader (delivery latency from the write's
 //! start), with the deliveries lost and repeated.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -94,6 +94,14 @@ pub struct DeliveryArgs {
     /// Exit 1 when a delivery is lost or repeated.
     #[arg(long)]
     strict: bool,
+    /// Kill the broker (SIGKILL) this long after the writes start, and
+    /// start it again on the same storage `--broker-down` later; the
+    /// subscribers stay connected to their instances through it.
+    #[arg(long, value_parser = parse_duration)]
+    kill_broker_at: Option<Duration>,
+    /// How long a killed broker stays down.
+    #[arg(long, default_value = "3s", value_parser = parse_duration)]
+    broker_down: Duration,
 }
 
 /// One row of the table.
@@ -106,6 +114,10 @@ struct Row {
     hold: HistogramSnapshot,
     expected: u64,
     delivered: u64,
+    /// Deliveries not made whose message never reached the topic (a mode
+    /// that may lose events lost it while the broker was away): not the
+    /// live feed's to deliver.
+    unpublished: u64,
     duplicated: u64,
     delivery: Latencies,
     /// `overflow` or `reset` frames, or streams that ended.
@@ -115,6 +127,20 @@ struct Row {
     /// Largest RSS of a subscriber instance before the connections opened
     /// and after the writes, MiB.
     rss_mib: (f64, f64),
+}
+
+impl Row {
+    /// Whether every delivery the live feed owed was made, once. Through a
+    /// broker kill, writes may fail and a mode may lose events before they
+    /// reach the topic; the feed still owes every message that reached it.
+    fn is_clean(&self, broker_killed: bool) -> bool {
+        let lost = self.expected.saturating_sub(self.delivered);
+        if broker_killed {
+            lost == self.unpublished && self.duplicated == 0
+        } else {
+            lost == 0 && self.duplicated == 0 && self.failed == 0
+        }
+    }
 }
 
 /// What a subscriber saw: its index, the message, when.
@@ -137,12 +163,13 @@ pub async fn run(args: DeliveryArgs) -> Result<bool, LoadError> {
     for variant in &args.variants {
         let row = run_cell(&args, &client, variant).await?;
         println!(
-            "{}: {} written, {} of {} deliveries, {} lost, {} repeated, p99 {:.1} ms",
+            "{}: {} written, {} of {} deliveries, {} lost, {} of their messages not in the topic, {} repeated, p99 {:.1} ms",
             row.variant,
             row.written,
             row.delivered,
             row.expected,
             row.expected.saturating_sub(row.delivered),
+            row.unpublished,
             row.duplicated,
             row.delivery.quantile_ms(0.99)
         );
@@ -155,13 +182,20 @@ pub async fn run(args: DeliveryArgs) -> Result<bool, LoadError> {
     let path = args.out.join("results.md");
     std::fs::write(
         &path,
-        format!("# Commit-to-screen latency\n\n{table}\n{notes}"),
+        format!(
+            "# Commit-to-screen latency{}\n\n{table}\n{notes}",
+            if args.kill_broker_at.is_some() {
+                " through a broker kill"
+            } else {
+                ""
+            }
+        ),
     )
     .map_err(|e| LoadError::file(&path, e))?;
     println!("\n{table}\n{notes}\nwritten to {}", args.out.display());
     let clean = rows
         .iter()
-        .all(|r| r.delivered == r.expected && r.duplicated == 0 && r.failed == 0);
+        .all(|r| r.is_clean(args.kill_broker_at.is_some()));
     if !clean {
         println!("deliveries were lost or repeated, or writes failed (see the table)");
     }
@@ -174,14 +208,13 @@ async fn run_cell(
     variant: &ServerVariant,
 ) -> Result<Row, LoadError> {
     let dir = args.out.join(&variant.name);
-    let broker = Broker::start(&args.tansu_bin, &dir.join("broker"), args.tansu_storage).await?;
+    let mut broker =
+        Broker::start(&args.tansu_bin, &dir.join("broker"), args.tansu_storage).await?;
+    let topic = format!("chatlab-delivery-{}", Uuid::now_v7().simple());
     let mut env = vec![
         ("DATABASE_URL".to_owned(), args.database_url.clone()),
         ("KAFKA_BROKERS".to_owned(), broker.address.clone()),
-        (
-            "KAFKA_TOPIC".to_owned(),
-            format!("chatlab-delivery-{}", Uuid::now_v7().simple()),
-        ),
+        ("KAFKA_TOPIC".to_owned(), topic.clone()),
         ("RUST_LOG".to_owned(), "warn".to_owned()),
         ("LOG_FORMAT".to_owned(), "json".to_owned()),
     ];
@@ -252,7 +285,24 @@ async fn run_cell(
     while seen_rx.try_recv().is_ok() {}
 
     let before = scrape(client, &writer_ops).await?;
-    let writes = write(client, &writer_url, &chats, &bearers, args).await;
+    let broker_fault = async {
+        match args.kill_broker_at {
+            Some(at) => {
+                tokio::time::sleep(at).await;
+                println!(
+                    "{}: broker killed, down for {:?}",
+                    variant.name, args.broker_down
+                );
+                broker.kill_and_restart(args.broker_down).await
+            }
+            None => Ok(()),
+        }
+    };
+    let (writes, killed) = tokio::join!(
+        write(client, &writer_url, &chats, &bearers, args),
+        broker_fault
+    );
+    killed?;
     let after = scrape(client, &writer_ops).await?;
 
     let mut row = Row {
@@ -309,12 +359,36 @@ async fn run_cell(
     while cut_rx.try_recv().is_ok() {
         row.cut += 1;
     }
+    if row.delivered < row.expected {
+        let published = messages_in_topic(&broker.address, &topic).await?;
+        row.unpublished = expected
+            .keys()
+            .filter(|key| !got.contains_key(key) && !published.contains(&key.1))
+            .count() as u64;
+    }
     for reader in readers {
         reader.abort();
     }
     drop(fleet);
     drop(broker);
     Ok(row)
+}
+
+/// The ids of the messages whose `message.sent` event is in `topic`.
+async fn messages_in_topic(bootstrap: &str, topic: &str) -> Result<HashSet<Uuid>, LoadError> {
+    let (bootstrap, topic) = (bootstrap.to_owned(), topic.to_owned());
+    let snapshot = tokio::task::spawn_blocking(move || {
+        chatlab_kafka::topic_reader::read_all(&bootstrap, &topic, Duration::from_secs(60))
+    })
+    .await?
+    .map_err(|e| LoadError::Broker(e.to_string()))?;
+    Ok(snapshot
+        .records
+        .iter()
+        .filter_map(|r| r.event.as_ref().ok())
+        .filter(|e| e.event_type() == "message.sent")
+        .map(chatlab_domain::Event::subject_id)
+        .collect())
 }
 
 /// One write: its chat, when it started, how long it took, the message id
@@ -482,12 +556,12 @@ async fn scrape(client: &reqwest::Client, ops: &str) -> Result<Exposition, LoadE
 
 fn to_markdown(rows: &[Row]) -> String {
     let mut out = String::from(
-        "| variant | messages written | failed | write p50 ms | write p99 ms | pooled connection mean ms | p95 ms | deliveries | lost | repeated | delivery p50 ms | p95 ms | p99 ms | max ms | streams cut | connections per subscriber instance | its RSS MiB before → after |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| variant | messages written | failed | write p50 ms | write p99 ms | pooled connection mean ms | p95 ms | deliveries | lost | of them not in the topic | repeated | delivery p50 ms | p95 ms | p99 ms | max ms | streams cut | connections per subscriber instance | its RSS MiB before → after |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
         out.push_str(&format!(
-            "| {} | {} | {} | {:.1} | {:.1} | {:.2} | {:.2} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {} | {:.1} → {:.1} |\n",
+            "| {} | {} | {} | {:.1} | {:.1} | {:.2} | {:.2} | {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {} | {:.1} → {:.1} |\n",
             r.variant,
             r.written,
             r.failed,
@@ -497,6 +571,7 @@ fn to_markdown(rows: &[Row]) -> String {
             r.hold.quantile(0.95) * 1000.0,
             r.delivered,
             r.expected.saturating_sub(r.delivered),
+            r.unpublished,
             r.duplicated,
             r.delivery.quantile_ms(0.5),
             r.delivery.quantile_ms(0.95),
@@ -520,7 +595,7 @@ fn notes(args: &DeliveryArgs) -> String {
          the write's start (before the POST is sent) to the frame's arrival at \
          the subscriber; a delivery is lost when it did not arrive within {:?} \
          of the last write. The pooled connection time is every checkout on the \
-         writers' instance during the writes (the outbox relay's included).\n\n{}\n",
+         writers' instance during the writes (the outbox relay's included).{}\n\n{}\n",
         args.instances,
         args.tansu_storage,
         args.chats * args.members,
@@ -529,6 +604,41 @@ fn notes(args: &DeliveryArgs) -> String {
         args.rate,
         args.duration,
         args.drain,
+        args.kill_broker_at.map_or_else(String::new, |at| format!(
+            " The broker was killed (SIGKILL) {at:?} into the writes and started \
+             again on the same storage {:?} later; \"not in the topic\" counts \
+             the lost deliveries whose message's event never reached the broker.",
+            args.broker_down
+        )),
         machine_note()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Row;
+
+    fn row(expected: u64, delivered: u64, unpublished: u64, duplicated: u64, failed: u64) -> Row {
+        Row {
+            expected,
+            delivered,
+            unpublished,
+            duplicated,
+            failed,
+            ..Row::default()
+        }
+    }
+
+    #[test]
+    fn only_what_never_reached_the_topic_may_go_undelivered_through_a_kill() {
+        assert!(row(100, 100, 0, 0, 0).is_clean(false));
+        assert!(!row(100, 99, 0, 0, 0).is_clean(false));
+        assert!(!row(100, 100, 0, 0, 3).is_clean(false), "failed writes");
+        assert!(!row(100, 100, 0, 1, 0).is_clean(false), "a repeat");
+        // Through a kill: failed writes are expected, events lost before
+        // the topic too, but nothing the topic holds.
+        assert!(row(100, 90, 10, 0, 7).is_clean(true));
+        assert!(!row(100, 89, 10, 0, 0).is_clean(true));
+        assert!(!row(100, 90, 10, 1, 0).is_clean(true));
+    }
 }

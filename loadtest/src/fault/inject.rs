@@ -232,7 +232,9 @@ impl Broker {
         send_signal(self.child.id(), signal)
     }
 
-    async fn kill_and_restart(&mut self, down: Duration) -> Result<(), LoadError> {
+    /// Kills the broker (SIGKILL), waits `down`, and starts it again on
+    /// the same address and storage.
+    pub(crate) async fn kill_and_restart(&mut self, down: Duration) -> Result<(), LoadError> {
         self.child
             .kill()
             .map_err(|e| LoadError::program("kill tansu", e))?;
