@@ -35,9 +35,7 @@ pub fn spawn(
             let joined = joined(&hub, &store, &event.payload).await;
             let done = hub.fan_out(event, tailed.partition, tailed.offset, &joined);
             metrics.events.inc();
-            metrics.deliveries.inc_by(done.delivered);
-            metrics.dropped_slow.inc_by(done.dropped);
-            metrics.duplicates.inc_by(done.duplicates);
+            metrics.count(done);
             let delay = chrono::Utc::now() - event.occurred_at;
             metrics
                 .delay

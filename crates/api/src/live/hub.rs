@@ -297,8 +297,11 @@ impl Hub {
         let mut overflowed = false;
         for h in held {
             let receives = membership.step(h.chat, h.change);
-            if let Some(frame) = h.frame.filter(|_| receives && !overflowed) {
-                overflowed = !c.hand_over(frame, &mut done);
+            if let Some(frame) = h.frame.filter(|_| receives)
+                && !c.hand_over(frame, &mut done)
+            {
+                overflowed = true;
+                break;
             }
         }
         if overflowed {

@@ -35,6 +35,13 @@ pub struct LiveMetrics {
 }
 
 impl LiveMetrics {
+    /// Counts what one hand-over to the connections did.
+    pub fn count(&self, done: super::hub::FanOut) {
+        self.deliveries.inc_by(done.delivered);
+        self.dropped_slow.inc_by(done.dropped);
+        self.duplicates.inc_by(done.duplicates);
+    }
+
     /// Creates the metrics and registers them.
     pub fn register(registry: &mut Registry) -> Self {
         let m = Self {

@@ -121,10 +121,8 @@ pub(crate) async fn open(
         .map(|c| c.as_uuid())
         .collect();
     // The events of its chats fanned out while they were read.
-    let held = live.hub.receive(feed.registration.id, &chats);
-    live.metrics.deliveries.inc_by(held.delivered);
-    live.metrics.dropped_slow.inc_by(held.dropped);
-    live.metrics.duplicates.inc_by(held.duplicates);
+    live.metrics
+        .count(live.hub.receive(feed.registration.id, &chats));
     live.metrics.connections.set(live.hub.connections() as i64);
     if let Some(from) = &resume {
         let now: HashSet<Uuid> = chats.iter().copied().collect();
