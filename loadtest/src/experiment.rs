@@ -185,6 +185,8 @@ struct Accumulated {
     /// by the share of its requests that were this cell's (runs that mix
     /// strategies share one CPU figure).
     cpu_seconds: f64,
+    /// The throughput of each of its runs, in the order they ran.
+    round_rps: Vec<f64>,
 }
 
 /// The servers of one (variant, pool size) pair, seeded and warmed up.
@@ -534,6 +536,8 @@ impl Accumulated {
     ) {
         if let Some(v) = outcome.variants.get(i) {
             self.client.merge(v);
+            self.round_rps
+                .push(v.requests() as f64 / outcome.elapsed.as_secs_f64().max(1e-9));
             let all = outcome.total().requests();
             if all > 0 {
                 self.cpu_seconds += stats.cpu_seconds * v.requests() as f64 / all as f64;
@@ -580,6 +584,7 @@ impl Accumulated {
             // Import jobs: the rows they carried, not createChat's counter.
             cell.rows_per_s = cell.throughput_rps * rows as f64;
         }
+        cell.round_rps = self.round_rps;
         if let Some(tps) = self.baseline_tps {
             cell.pgbench_tps = tps;
             cell.pgbench_ratio = cell.throughput_rps / tps;

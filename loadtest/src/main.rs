@@ -37,6 +37,7 @@ mod runner;
 mod sampler;
 mod scenario;
 mod schedule;
+mod summary;
 mod thresholds;
 mod traces;
 mod verdict;

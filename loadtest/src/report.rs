@@ -92,6 +92,10 @@ pub struct CellResult {
     /// The slowest requests sent with a `traceparent` (`results.md` only).
     #[serde(skip)]
     pub slowest_traces: SlowestTraces,
+    /// The throughput of each round's run of this cell, in the order they
+    /// ran (`results.md` only).
+    #[serde(skip)]
+    pub round_rps: Vec<f64>,
 }
 
 impl CellResult {
@@ -394,9 +398,17 @@ pub fn write(dir: &Path, cells: &[CellResult], notes: &str) -> std::io::Result<(
     } else {
         format!("\n{traces}")
     };
+    let rounds = crate::summary::rounds_markdown(cells);
+    let rounds = if rounds.is_empty() {
+        rounds
+    } else {
+        format!(
+            "\n## Per round\n\nEach round's run of each cell, in the order the rounds ran.\n\n{rounds}"
+        )
+    };
     std::fs::write(
         dir.join("results.md"),
-        format!("{notes}\n{}{traces}", to_markdown(cells)),
+        format!("{notes}\n{}{rounds}{traces}", to_markdown(cells)),
     )
 }
 

@@ -79,10 +79,16 @@ pub(crate) struct MatrixArgs {
     /// Thresholds checked on every cell (repeatable).
     #[arg(long = "threshold")]
     thresholds: Vec<Threshold>,
+    /// Print the short table (strategy, req/s, p95, connection held, round
+    /// trips, CPU per request, share of pgbench), each round's throughput
+    /// and the verdict; the full table goes to results.md only.
+    #[arg(long)]
+    compact: bool,
 }
 
 pub(crate) async fn matrix(args: MatrixArgs) -> Result<bool, LoadError> {
     let out = results_dir(&args.servers.results_dir, &args.name);
+    eprintln!("{}", plan(&args));
     let client = http_client(args.vus.iter().copied().max().unwrap_or(1))?;
     let servers = match args.servers.spawn {
         Some(n) => Servers::Spawn(fleet_spec(&args.servers, n, &out)?),
@@ -185,6 +191,12 @@ pub(crate) async fn matrix(args: MatrixArgs) -> Result<bool, LoadError> {
         Some(v) => format!("{notes}\n{v}\n"),
         None => notes,
     };
+    let summary = crate::summary::summary_markdown(&cells);
+    let notes = if summary.is_empty() {
+        notes
+    } else {
+        format!("{notes}\n## Summary\n\n{summary}\n## Every figure\n")
+    };
     let notes = if sink_table.is_empty() {
         notes
     } else {
@@ -193,6 +205,26 @@ pub(crate) async fn matrix(args: MatrixArgs) -> Result<bool, LoadError> {
     report::write(&out, &cells, &notes).map_err(|e| LoadError::file(&out, e))?;
     let subtitle = chart_subtitle(&args.pool_sizes, args.duration, args.rounds);
     let charts = charts::standard(&out, &cells, &subtitle)?;
+    if args.compact && !summary.is_empty() {
+        println!("{summary}");
+        let rounds = crate::summary::rounds_markdown(&cells);
+        if !rounds.is_empty() {
+            println!("{rounds}");
+        }
+        if let Some(v) = verdict {
+            println!("{v}\n");
+        }
+        let charts = if charts.is_empty() {
+            String::new()
+        } else {
+            format!("; charts: {}", charts.join(", "))
+        };
+        println!(
+            "results: {}/results.md (every column: pool, pending, rows/s, RSS, pgbench tps ...){charts}",
+            out.display()
+        );
+        return Ok(check(&cells, &args.thresholds));
+    }
     println!("{}", report::to_markdown(&cells));
     if !sink_table.is_empty() {
         println!("{sink_table}");
@@ -203,6 +235,59 @@ pub(crate) async fn matrix(args: MatrixArgs) -> Result<bool, LoadError> {
     }
     println!("results: {} ({})", out.display(), charts.join(", "));
     Ok(check(&cells, &args.thresholds))
+}
+
+/// What the run will do and about how long it will take, said before it
+/// starts: cells × rounds × cell length, a warm-up and a server start per
+/// fleet, and pgbench on each strategy's SQL when asked.
+fn plan(args: &MatrixArgs) -> String {
+    let strategies = args.strategies.len().max(1);
+    let points = args.scenarios.len().max(1)
+        * args.members.len().max(1)
+        * args.vus.len().max(1)
+        * args.publish_modes.len().max(1);
+    let fleets = args.variants.len().max(1) * args.pool_sizes.len().max(1);
+    let rounds = args.rounds.max(1);
+    let runs = if args.mix_strategies { 1 } else { strategies };
+    let measured = args.duration * (points * runs * rounds * fleets) as u32;
+    // A fleet starts once, or once a round when several alternate.
+    let starts = if fleets > 1 { fleets * rounds } else { 1 };
+    let setup = (args.warmup + Duration::from_secs(3)) * starts as u32;
+    // pgbench: each named strategy and the seed's SQL, per members × VUs.
+    let named = args
+        .strategies
+        .iter()
+        .filter(|s| s.named().is_some())
+        .count();
+    let baseline = if args.baseline {
+        args.duration * ((named + 1) * args.members.len().max(1) * args.vus.len().max(1)) as u32
+    } else {
+        Duration::ZERO
+    };
+    let total = measured + setup + baseline;
+    format!(
+        "{}: {} cell(s) × {} round(s) × {} each, {starts} server start(s) with a {} warm-up{}: about {}",
+        args.name,
+        points * strategies * fleets,
+        rounds,
+        humantime::format_duration(args.duration),
+        humantime::format_duration(args.warmup),
+        if args.baseline {
+            ", then pgbench on each strategy's SQL"
+        } else {
+            ""
+        },
+        minutes(total)
+    )
+}
+
+fn minutes(d: Duration) -> String {
+    let secs = d.as_secs();
+    if secs < 90 {
+        format!("{secs} s")
+    } else {
+        format!("{:.1} min", secs as f64 / 60.0)
+    }
 }
 
 /// What the OTLP sink received from each variant's servers.
