@@ -27,6 +27,7 @@ mod delivery;
 mod error;
 mod experiment;
 mod fault;
+mod figures;
 mod fleet;
 mod latency;
 mod otlp_sink;
@@ -46,7 +47,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::commands::{charts as redraw, crosscheck, matrix, pgbench, run};
+use crate::commands::{charts as redraw, crosscheck, docs, matrix, pgbench, run};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -85,6 +86,9 @@ enum Command {
     /// writer's latency and pooled connection time beside the delivery
     /// latency, with deliveries lost and repeated.
     Delivery(delivery::DeliveryArgs),
+    /// Render the docs' tables of results from their committed runs, or
+    /// (`--check`) fail when one is stale or a cited figure is not in its run.
+    Docs(docs::DocsArgs),
 }
 
 #[tokio::main]
@@ -99,6 +103,7 @@ async fn main() -> ExitCode {
         Command::BrokerCheck(args) => broker_check::run(args).await,
         Command::Fault(args) => fault::run(args).await,
         Command::Delivery(args) => delivery::run(args).await,
+        Command::Docs(args) => docs::docs(args),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

@@ -4,6 +4,7 @@
 
 pub(crate) mod charts;
 pub(crate) mod crosscheck;
+pub(crate) mod docs;
 pub(crate) mod matrix;
 pub(crate) mod pgbench;
 pub(crate) mod run;
