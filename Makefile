@@ -1,6 +1,9 @@
 # chatlab: what CI does, and what a user runs. Every target that needs
 # PostgreSQL starts it when nothing answers at DATABASE_URL (a private
-# cluster in .pgdata/, see scripts/ensure-postgres.sh).
+# cluster in .pgdata/, see scripts/ensure-postgres.sh), and every target
+# installs the tools it needs when they are missing (Debian packages by
+# scripts/ensure-debian.sh, cargo tools by scripts/ensure-tool.sh, tansu by
+# scripts/ensure-tansu.sh), so a fresh machine needs only Rust and make.
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -13,6 +16,9 @@ DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/chatlab
 KAFKA_TEST_BROKERS ?= 127.0.0.1:9092
 HTTP_ADDR ?= 127.0.0.1:8080
 CARGO ?= cargo
+# The blocking driver (diesel's PgConnection) links libpq: every build needs
+# its headers.
+LIBPQ := scripts/ensure-debian.sh libpq-dev
 
 # Load tests. QUICK=1 shrinks every target to a few seconds (CI's smoke test).
 # Each load target starts from a fresh database, LOAD_DATABASE_URL, so a run
@@ -111,13 +117,20 @@ run: release db ## Build (release) and run the server on embedded defaults, star
 	DATABASE_URL=$(DATABASE_URL) HTTP_ADDR=$(HTTP_ADDR) ./target/release/chatlab serve
 
 build: ## Debug build of every crate
+	@$(LIBPQ)
 	$(CARGO) build --workspace --all-targets
 
 release: ## Release build of the server
+	@$(LIBPQ)
 	$(CARGO) build --release --bin chatlab
 
-load-build: ## Release build of the server and the load tool
+load-build: ## Release build of the server and the load tool (what the demo and every experiment run)
+	@$(LIBPQ)
 	$(CARGO) build --release --bin chatlab --bin chatlab-load
+
+profiling-build: ## The server and the load tool as measured, with full debug info for perf (target/profiling/)
+	@$(LIBPQ)
+	$(CARGO) build --profile profiling --bin chatlab --bin chatlab-load
 
 load-db: ## (Re)create the load tests' database, empty
 	@DATABASE_URL=$(LOAD_DATABASE_URL) scripts/ensure-postgres.sh
@@ -145,7 +158,7 @@ bench-baseline: load-build load-db ## pgbench on each strategy's createChat SQL
 	$(LOAD) baseline --spawn 1 --database-url $(LOAD_DATABASE_URL) --members 50 $(BASELINE_ARGS)
 
 loadtest-crosscheck: load-build load-db ## wrk and chatlab-load on the same GET: throughputs must agree within 5%
-	@command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
+	@scripts/ensure-debian.sh wrk --command wrk
 	$(LOAD) crosscheck --spawn 1 --database-url $(LOAD_DATABASE_URL) $(CROSSCHECK_ARGS)
 
 loadtest-pool: load-build load-db ## Seed 000: pooled vs DB_POOL=off at 50 and 400 VUs, with think time 1 s and without
@@ -277,6 +290,8 @@ db-stop: ## Stop a private PostgreSQL cluster started by `make db` or `make test
 # The dashboard check runs even when a cargo test failed (it uses the debug
 # binary the tests built); either failing fails the target.
 test: ## Run every test against real PostgreSQL and a real Kafka-protocol broker (both started if needed), fuzz the API against its spec (schemathesis), then the dashboard's queries against a real Prometheus
+	@$(LIBPQ)
+	@scripts/ensure-debian.sh prometheus --command prometheus --stop-service
 	@DATABASE_URL=$(DATABASE_ADMIN_URL) scripts/ensure-postgres.sh
 	@DATABASE_URL=$(DATABASE_ADMIN_URL) scripts/ensure-german-messages.sh
 	@KAFKA_TEST_BROKERS=$(KAFKA_TEST_BROKERS) scripts/ensure-tansu.sh
@@ -324,6 +339,8 @@ openapi: ## Regenerate openapi/openapi.json from the code
 	$(CARGO) run -q --bin chatlab -- openapi > openapi/openapi.json.tmp && mv openapi/openapi.json.tmp openapi/openapi.json
 
 docker-check: ## Check docker/ offline (no Docker engine needed): compose, the configs it mounts, the dashboard, promtool check config
+	@scripts/ensure-debian.sh prometheus --command promtool --stop-service
+	@python3 -c 'import yaml' 2>/dev/null || python3 -m pip install --quiet --disable-pip-version-check pyyaml
 	python3 docker/check.py
 
 # The lab of docker/compose.yaml (needs Docker): three chatlab instances
@@ -348,10 +365,12 @@ loadtest-docker: load-build ## The mixed run of `make loadtest` against the Dock
 	    --scenario mix --members 20 $(LOADTEST_ARGS) --threshold 'errors<0.01'
 
 dashboard-check: ## Every query of docker/'s Grafana dashboard against Debian's Prometheus scraping a live chatlab under a short load
+	@scripts/ensure-debian.sh prometheus --command prometheus --stop-service
 	@DATABASE_URL=$(DATABASE_ADMIN_URL) scripts/ensure-postgres.sh
 	DATABASE_ADMIN_URL=$(DATABASE_ADMIN_URL) python3 scripts/dashboard-check.py
 
 k6-check: ## Run the k6 scripts under node against stubs of k6's modules: scenarios, thresholds, tags, headers (no k6 needed)
+	@scripts/ensure-debian.sh nodejs --command node
 	@node loadtest/k6/check.mjs
 
 clean-testdbs: ## Drop test databases (and the connection-limit roles of the unpooled test) left behind
