@@ -17,7 +17,7 @@ status=0
 {
     echo "# Does the broker keep what it acknowledges?"
     echo
-    echo "tansu 0.6.0 on loopback; \`chatlab-load broker-check $*\`; $(nproc) cores, $(date -u '+%Y-%m-%d %H:%M UTC')."
+    echo "tansu 0.6.0 on loopback ($(scripts/ensure-tansu.sh --print-bin)); \`chatlab-load broker-check $*\`; $(nproc) cores, $(date -u '+%Y-%m-%d %H:%M UTC')."
 } >"$out/results.md"
 for storage in $storages; do
     port=$((port + 1))

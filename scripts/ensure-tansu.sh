@@ -31,7 +31,13 @@ port=${first##*:}
 storage=${TANSU_STORAGE:-sqlite}
 version=0.6.0
 features=dynostore,libsql
-tansu_root=${TANSU_ROOT:-$HOME/.cache/chatlab/tansu-$version-${features//,/-}}
+profile=${TANSU_PROFILE:-o1}
+case "$profile" in
+    o1) profile_env=(CARGO_PROFILE_RELEASE_OPT_LEVEL=1 CARGO_PROFILE_RELEASE_LTO=off); suffix=-o1 ;;
+    release) profile_env=(); suffix="" ;;
+    *) printf 'ensure-tansu: TANSU_PROFILE=%s: expected o1 or release\n' "$profile" >&2; exit 2 ;;
+esac
+tansu_root=${TANSU_ROOT:-$HOME/.cache/chatlab/tansu-$version-${features//,/-}$suffix}
 tansu=$tansu_root/bin/tansu
 say() { printf 'ensure-tansu: %s\n' "$*" >&2; }
 
@@ -40,8 +46,8 @@ answers() { (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; }
 # Installed even when another broker answers: the broker-fault tests start
 # tansu instances of their own (TANSU_BIN).
 if [[ ! -x "$tansu" ]]; then
-    say "installing tansu $version with $features into $tansu_root (cargo install); this takes a while"
-    cargo install "tansu@$version" --locked --features "$features" --root "$tansu_root" >&2
+    say "installing tansu $version with $features into $tansu_root (cargo install, once; ten minutes or more on 2 cores)"
+    env "${profile_env[@]}" cargo install "tansu@$version" --locked --features "$features" --root "$tansu_root" >&2
 fi
 
 if [[ "${1:-}" == --print-bin ]]; then
