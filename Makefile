@@ -48,6 +48,7 @@ ifeq ($(QUICK),1)
   COLLECTOR_FAULT_DURATION := 4s
   DELIVERY_ARGS := --chats 5 --members 4 --rate 20 --duration 3s --drain 10s --strict
   DELIVERY_KILL_ARGS := --chats 5 --members 4 --rate 20 --duration 8s --kill-broker-at 2s --broker-down 2s --drain 30s --strict
+  HOLD_CHATS := 10
 else
   DEMO_ARGS := --vus 20 --duration 6s --warmup 3s --rounds 3
   LOADTEST_ARGS := --vus 40 --duration 20s
@@ -67,6 +68,7 @@ else
   COLLECTOR_FAULT_DURATION := 15s
   DELIVERY_ARGS := --chats 50 --members 20 --rate 100 --duration 30s --drain 15s
   DELIVERY_KILL_ARGS := --chats 50 --members 20 --rate 100 --duration 30s --kill-broker-at 10s --broker-down 5s --drain 30s
+  HOLD_CHATS := 300
 endif
 # The cost of tracing: the server as it is, and exporting spans over OTLP at
 # 1% and 100% (parent-based ratio sampling), to chatlab-load's own OTLP/HTTP
@@ -99,7 +101,7 @@ endif
 # Runs of the event tests for `make events-stress`.
 RUNS ?= 50
 
-.PHONY: demo loadtest loadtest-create loadtest-seed001 loadtest-ramp bench-baseline \
+.PHONY: demo demo-plan loadtest loadtest-create loadtest-hold loadtest-seed001 loadtest-ramp bench-baseline \
         loadtest-crosscheck loadtest-pool loadtest-poolsize loadtest-driver loadtest-concurrency \
         loadtest-tracing loadtest-delivery loadtest-delivery-broker-kill loadtest-smoke load-build load-db broker-check events-stress \
         fault-db fault-broker fault-server fault-cancel fault-retry fault-collector fault-slow-clients soak faults
@@ -153,6 +155,9 @@ loadtest-seed001: load-build load-db ## Seed 001's grid: MEMBERS {20,50} x VUS {
 loadtest-ramp: load-build load-db ## Seed 000's ramp 85 -> 200 -> 300 -> 400 VUs on createChat (batch), with server RSS
 	$(LOAD) run --name ramp --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario create-chat \
 	    --members 50 --strategy batch --publish-mode off $(RAMP_ARGS)
+
+loadtest-hold: load-build load-db ## Connection hold of createChat per publish mode at a broker RTT of 0, 5 and 50 ms (one client, batch, 50 members)
+	LOAD_DATABASE_URL=$(LOAD_DATABASE_URL) CHATS=$(HOLD_CHATS) scripts/hold-time.sh
 
 bench-baseline: load-build load-db ## pgbench on each strategy's createChat SQL
 	$(LOAD) baseline --spawn 1 --database-url $(LOAD_DATABASE_URL) --members 50 $(BASELINE_ARGS)
@@ -213,8 +218,8 @@ loadtest-delivery-broker-kill: load-build load-db ## Live delivery through a bro
 	    --variants $(DELIVERY_KILL_VARIANTS) --env LIVE_FETCH_WAIT_MS=$(LIVE_FETCH_WAIT_MS) --env KAFKA_SEND_TIMEOUT_MS=15000 \
 	    --out results/delivery-broker-kill-$$(date -u +%Y%m%dT%H%M%SZ) $(DELIVERY_KILL_ARGS)
 
-loadtest-smoke: ## Every load target once, a few seconds each (CI)
-	$(MAKE) QUICK=1 demo loadtest loadtest-create loadtest-seed001 loadtest-ramp bench-baseline loadtest-crosscheck \
+loadtest-smoke: ## Every load target but the delivery ones (which need tansu) once, a few seconds each (CI)
+	$(MAKE) QUICK=1 demo loadtest loadtest-create loadtest-hold loadtest-seed001 loadtest-ramp bench-baseline loadtest-crosscheck \
 	    loadtest-pool loadtest-poolsize loadtest-driver loadtest-concurrency loadtest-tracing
 
 broker-check: load-build ## Does the broker keep what it acknowledges? tansu's memory and sqlite engines under pipelined produce

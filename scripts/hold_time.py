@@ -13,6 +13,11 @@ combination, the INSERT statements per chat and the mean and p95 hold time.
     BASE_URL=http://127.0.0.1:8080 OPS_URL=http://127.0.0.1:9464 MEMBERS=50 CHATS=300 python3 scripts/hold_time.py
     STRATEGIES=batch MODES=in_tx_await,after_commit,outbox python3 scripts/hold_time.py
 
+BROKER_RTT_MS, when set, is the round-trip time the server's mock broker
+was given (KAFKA_MOCK_BROKER_RTT_MS): the table gains a first column with
+it. HEADER=0 prints the rows alone, so `scripts/hold-time.sh` (`make
+loadtest-hold`) can put several servers' rows in one table.
+
 BASE_URL is the server's public listener; OPS_URL its operator listener
 (OPS_ADDR, default http://127.0.0.1:9464), where /metrics is read and the
 members are seeded (POST /v1/users/bulk). The creator is made with
@@ -115,9 +120,13 @@ def main():
             if status != 201:
                 sys.exit(f"createChat answered {status}")
     after, stmts_after = scrape()
-    print(f"members={MEMBERS} chats per combination={CHATS} (one client, interleaved)")
-    print("| strategy | publish mode | INSERTs per chat | mean hold ms | p95 hold ms (bucket bound) |")
-    print("|---|---|---|---|---|")
+    rtt = os.environ.get("BROKER_RTT_MS")
+    lead = f"| {rtt} " if rtt is not None else ""
+    if os.environ.get("HEADER", "1") != "0":
+        print(f"members={MEMBERS} chats per combination={CHATS} (one client, interleaved)")
+        print(("| broker RTT ms " if rtt is not None else "")
+              + "| strategy | publish mode | INSERTs per chat | mean hold ms | p95 hold ms (bucket bound) |")
+        print("|---" * (6 if rtt is not None else 5) + "|")
     for s, m in COMBOS:
         key = (s, m)
         a, b = after.get(key, {}), before.get(key, {"sum": 0, "count": 0, "buckets": []})
@@ -131,7 +140,7 @@ def main():
         stmts = (stmts_after.get(s, 0) - stmts_before.get(s, 0)) / max(per_strategy, 1)
         mean = 1000 * total / max(count, 1)
         p95 = 1000 * quantile(buckets, count, 0.95)
-        print(f"| {s} | {m} | {stmts:.0f} | {mean:.2f} | {p95:.2f} |")
+        print(f"{lead}| {s} | {m} | {stmts:.0f} | {mean:.2f} | {p95:.2f} |")
 
 
 if __name__ == "__main__":
