@@ -7,7 +7,9 @@
 # refused), FUZZ_MAX_EXAMPLES cases per operation (default 60), run twice:
 # with the fixed seed 1, then with a random seed printed for reproduction
 # (FUZZ_SEED=N replays it). Write overrides are allowed, so the insert
-# strategies and publish modes are fuzzed too. Fails on any failure.
+# strategies and publish modes are fuzzed too. Ids of users the API needs
+# to exist are mapped to 500 users seeded first (scripts/fuzz_hooks.py).
+# Fails on any failure.
 #
 #   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres scripts/fuzz-api.sh
 set -euo pipefail
@@ -53,8 +55,12 @@ for _ in $(seq 1 100); do
     kill -0 "$server" 2>/dev/null || { say "the server exited:"; cat "$log" >&2; exit 1; }
     sleep 0.2
 done
-token=$(curl -sf -X POST "$base/v1/users" -H 'content-type: application/json' \
-    -d '{"name":"fuzzer"}' | python3 -c 'import json, sys; print(json.load(sys.stdin)["token"])')
+read -r token self_id < <(curl -sf -X POST "$base/v1/users" -H 'content-type: application/json' \
+    -d '{"name":"fuzzer"}' | python3 -c 'import json, sys; u = json.load(sys.stdin); print(u["token"], u["id"])')
+# Real users for the ids the fuzzer sends (scripts/fuzz_hooks.py).
+FUZZ_USER_IDS=$(curl -sf -X POST "http://127.0.0.1:$ops_port/v1/users/bulk" -H 'content-type: application/json' \
+    -d '{"count":500,"name_prefix":"fuzzed-"}' | python3 -c 'import json, sys; print(",".join(json.load(sys.stdin)["ids"]))')
+export FUZZ_USER_IDS FUZZ_SELF_ID=$self_id SCHEMATHESIS_HOOKS=fuzz_hooks PYTHONPATH="$PWD/scripts${PYTHONPATH:+:$PYTHONPATH}"
 
 status=0
 for seed in 1 "$random_seed"; do

@@ -58,7 +58,29 @@ pub fn document() -> utoipa::openapi::OpenApi {
     let mut doc = doc;
     optional_headers_are_not_null(&mut doc);
     link_created_resources(&mut doc);
+    import_ids_are_unique(&mut doc);
     doc
+}
+
+/// A member import refuses a user listed twice (422: the repeat would fail
+/// its chunk on the primary key half-way through the job), so the spec
+/// says `uniqueItems`, as it cannot through utoipa for a `Vec`. (createChat
+/// and the member addition collapse repeats instead, and say so.)
+fn import_ids_are_unique(doc: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::RefOr;
+    use utoipa::openapi::schema::Schema;
+
+    let field = doc
+        .components
+        .as_mut()
+        .and_then(|c| c.schemas.get_mut("ImportMembersRequest"))
+        .and_then(|s| match s {
+            RefOr::T(Schema::Object(o)) => o.properties.get_mut("user_ids"),
+            _ => None,
+        });
+    if let Some(RefOr::T(Schema::Array(array))) = field {
+        array.unique_items = true;
+    }
 }
 
 /// The document exactly as the server serves it at `/openapi.json` and
@@ -124,6 +146,9 @@ fn link_created_resources(doc: &mut utoipa::openapi::OpenApi) {
                 "list_members",
                 "list_messages",
                 "send_message",
+                "add_members",
+                "remove_member",
+                "transfer_ownership",
                 "import_members",
                 "import_messages",
             ][..],
