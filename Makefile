@@ -105,12 +105,19 @@ RUNS ?= 50
         loadtest-crosscheck loadtest-pool loadtest-poolsize loadtest-driver loadtest-concurrency \
         loadtest-tracing loadtest-delivery loadtest-delivery-broker-kill loadtest-smoke load-build load-db broker-check events-stress \
         fault-db fault-broker fault-server fault-cancel fault-retry fault-collector fault-slow-clients soak faults
-.PHONY: help run build release test fuzz fmt fmt-check lint layering settings-docs schema-check deps-check openapi openapi-check \
-        docker-check k6-check db db-stop broker broker-stop ci clean-testdbs up down loadtest-docker dashboard-check
+.PHONY: help run build release profiling-build test fuzz fmt fmt-check lint layering docs settings-docs schema-check deps-check \
+        openapi docker-check k6-check db db-stop broker broker-stop ci clean-testdbs up down loadtest-docker dashboard-check
 
-demo: load-build load-db ## The main job: per_row vs batch vs unnest vs single vs pipeline at 50 members on embedded defaults, beside pgbench: the table and a two-line verdict
+demo: demo-plan load-build load-db ## The main job: per_row vs batch vs unnest vs single vs pipeline at 50 members on embedded defaults, beside pgbench: a short table and the verdict
 	$(LOAD) matrix --name demo --spawn 1 --database-url $(LOAD_DATABASE_URL) \
-	    --strategies per_row,batch,unnest,single,pipeline --members 50 --baseline $(DEMO_ARGS)
+	    --strategies per_row,batch,unnest,single,pipeline --members 50 --baseline --compact $(DEMO_ARGS)
+
+demo-plan:
+	@echo "make demo: 1. builds chatlab and chatlab-load (release; minutes the first time, seconds after);"
+	@echo "  2. starts PostgreSQL if nothing answers at $(LOAD_DATABASE_URL), and drops and recreates that database;"
+	@echo "  3. runs one chatlab server on embedded defaults (pool of cores x 2 + 1, Kafka's mock cluster in-process)"
+	@echo "     and writes chats of 50 members by each of the five strategies in turn, three rounds, then pgbench on"
+	@echo "     each strategy's SQL; 4. prints a short table and the verdict. Everything lands in results/demo-<UTC time>/."
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-20s %s\n", $$1, $$2}'
@@ -237,7 +244,7 @@ fault-db: load-build ## PostgreSQL restarted, its sessions terminated, stopped f
 
 # When deliveries time out, librdkafka bumps its producer epoch, and tansu
 # 0.6's SQLite engine panics on the first produce with the bumped epoch
-# (README, "Faults under load"). So the kill (SQLite storage, which survives
+# (docs/findings.md, "Faults under load"). So the kill (SQLite storage, which survives
 # it) runs with a send timeout longer than the outage, and the freeze runs on
 # tansu's memory engine with the 3 s timeout, so events do time out there and
 # the table shows which modes lose them (the audit keeps the memory engine's
@@ -284,7 +291,7 @@ soak: load-build ## The mixed write load at a steady rate (10 min; QUICK: 30 s):
 	scripts/fault.sh soak --faults soak \
 	    --publish-modes $(FAULT_MODES) $(FAULT_ENV) --latency-bound 8s $(SOAK_ARGS)
 
-faults: fault-db fault-broker fault-server fault-cancel fault-retry fault-slow-clients ## Every fault experiment
+faults: fault-db fault-broker fault-server fault-cancel fault-retry fault-collector fault-slow-clients soak ## Every fault experiment, the soak included
 
 db: ## Start PostgreSQL if nothing answers, and create the chatlab database
 	@DATABASE_URL=$(DATABASE_URL) scripts/ensure-postgres.sh $(notdir $(firstword $(subst ?, ,$(DATABASE_URL))))
@@ -336,9 +343,12 @@ deps-check: ## Fail on an unused dependency (cargo machete) or a licence or ban 
 	$$(scripts/ensure-tool.sh machete) --with-metadata
 	$$(scripts/ensure-tool.sh deny) --offline check licenses bans
 
-settings-docs: ## Regenerate .env.example and the README's settings table from the declared settings
+docs: settings-docs ## Render every generated part of the docs: the settings, and each table of results from its committed run
+	$(CARGO) run -q --bin chatlab-load -- docs
+
+settings-docs: ## Regenerate .env.example and the settings table of docs/operations.md from the declared settings
 	$(CARGO) run -q --bin chatlab -- settings env > .env.example.tmp && mv .env.example.tmp .env.example
-	$(CARGO) run -q --bin chatlab -- settings readme < README.md > README.md.tmp && mv README.md.tmp README.md
+	$(CARGO) run -q --bin chatlab -- settings doc < docs/operations.md > docs/operations.md.tmp && mv docs/operations.md.tmp docs/operations.md
 
 openapi: ## Regenerate openapi/openapi.json from the code
 	$(CARGO) run -q --bin chatlab -- openapi > openapi/openapi.json.tmp && mv openapi/openapi.json.tmp openapi/openapi.json

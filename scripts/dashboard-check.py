@@ -82,7 +82,7 @@ GRAFANA_VARS = {
 }
 SCRAPE_INTERVAL = 1.0
 # The histograms whose observations carry their trace's id as an OpenMetrics
-# exemplar (issue 12): every exemplar-enabled query of them must find some.
+# exemplar: every exemplar-enabled query of them must find some.
 EXEMPLAR_METRICS = ("http_server_request_duration_seconds", "db_client_connection_use_time_seconds")
 DATASOURCES = root / "docker/grafana/provisioning/datasources/datasources.yaml"
 

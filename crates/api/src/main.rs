@@ -77,8 +77,9 @@ enum Command {
         user_id: uuid::Uuid,
     },
     /// Print every setting with its default and doc: as `.env.example`
-    /// (`env`), as the README's table (`markdown`), or the README read from
-    /// stdin with its table replaced (`readme`).
+    /// (`env`), as a Markdown table (`markdown`), or a Markdown doc read
+    /// from stdin with its settings table replaced (`doc`; `make
+    /// settings-docs` renders `docs/operations.md` with it).
     Settings {
         /// Output format.
         #[arg(value_enum, default_value = "env")]
@@ -90,10 +91,10 @@ enum Command {
 enum SettingsFormat {
     /// `.env.example`.
     Env,
-    /// The README's table.
+    /// The Markdown table.
     Markdown,
-    /// The README from stdin, its table regenerated.
-    Readme,
+    /// The Markdown doc from stdin, its table regenerated.
+    Doc,
 }
 
 #[tokio::main]
@@ -112,16 +113,16 @@ async fn main() -> ExitCode {
             match format {
                 SettingsFormat::Env => print!("{}", reference::env_example()),
                 SettingsFormat::Markdown => print!("{}", reference::markdown_table()),
-                SettingsFormat::Readme => {
-                    let mut readme = String::new();
-                    let spliced = std::io::Read::read_to_string(&mut std::io::stdin(), &mut readme)
+                SettingsFormat::Doc => {
+                    let mut doc = String::new();
+                    let spliced = std::io::Read::read_to_string(&mut std::io::stdin(), &mut doc)
                         .ok()
-                        .and_then(|_| reference::with_table(&readme));
+                        .and_then(|_| reference::with_table(&doc));
                     let Some(spliced) = spliced else {
                         eprintln!(
-                            "chatlab settings readme: stdin has no {} ... {} markers",
-                            reference::README_BEGIN,
-                            reference::README_END
+                            "chatlab settings doc: stdin has no {} ... {} markers",
+                            reference::TABLE_BEGIN,
+                            reference::TABLE_END
                         );
                         return ExitCode::FAILURE;
                     };
