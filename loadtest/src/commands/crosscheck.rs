@@ -112,9 +112,14 @@ pub(crate) async fn crosscheck(args: CrosscheckArgs) -> Result<bool, LoadError> 
     drop(deployed);
     let ours = outcome.total().requests() as f64 / outcome.elapsed.as_secs_f64();
     let diff = 100.0 * (ours - wrk_rps).abs() / wrk_rps.max(1e-9);
-    println!(
-        "GET {} with {} connections for {secs} s\n| tool | req/s |\n|---|---|\n| wrk | {wrk_rps:.0} |\n| chatlab-load | {ours:.0} |\ndifference: {diff:.1}% (tolerance {}%)",
+    let report = format!(
+        "GET {} with {} connections for {secs} s, wrk first, then chatlab-load\n\n| tool | req/s |\n|---|---|\n| wrk | {wrk_rps:.0} |\n| chatlab-load | {ours:.0} |\n\ndifference: {diff:.1}% (tolerance {}%)\n",
         path, args.vus, args.tolerance
     );
+    print!("{report}");
+    let md = format!("# crosscheck\n\n{}\n\n{report}", super::machine_note());
+    std::fs::create_dir_all(&out)
+        .and_then(|()| std::fs::write(out.join("results.md"), md))
+        .map_err(|e| LoadError::file(&out, e))?;
     Ok(diff <= args.tolerance)
 }
