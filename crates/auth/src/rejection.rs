@@ -26,6 +26,9 @@ pub enum TokenRejection {
     /// Past its `exp`.
     #[error("the token has expired")]
     Expired,
+    /// Before its `nbf` (not before), beyond the clock-skew leeway.
+    #[error("the token is not valid yet (nbf)")]
+    NotYetValid,
     /// `iss` is missing or not the server's issuer.
     #[error("the token was not issued for this server (iss)")]
     WrongIssuer,
@@ -53,6 +56,7 @@ impl From<&jsonwebtoken::errors::Error> for TokenRejection {
     fn from(e: &jsonwebtoken::errors::Error) -> Self {
         match e.kind() {
             ErrorKind::ExpiredSignature => Self::Expired,
+            ErrorKind::ImmatureSignature => Self::NotYetValid,
             ErrorKind::InvalidSignature => Self::BadSignature,
             ErrorKind::InvalidAlgorithm | ErrorKind::InvalidAlgorithmName => Self::WrongAlgorithm,
             ErrorKind::InvalidIssuer => Self::WrongIssuer,
