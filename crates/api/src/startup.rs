@@ -21,7 +21,7 @@ use tokio::task::JoinHandle;
 
 use crate::audit::AuditSource;
 use crate::auth::{self, keys::AuthSetupError};
-use crate::config::Settings;
+use crate::config::{HttpSettings, Settings};
 use crate::http_limits::{self, BodyTimeout, KnownPaths};
 use crate::http_metrics::{self, HttpMetrics};
 use crate::openapi;
@@ -35,6 +35,12 @@ use crate::telemetry::{RequestSpan, trace_headers};
 /// Events read from the topic and waiting for the fan-out; when full, the
 /// tail waits (the broker keeps the rest).
 const LIVE_TAIL_CAPACITY: usize = 4096;
+
+/// How long a connection that is closing after its answer (its request's
+/// body unfinished, or a deadline passed) may still send before it is
+/// dropped (actix's `client_disconnect_timeout`): the client has the
+/// answer by then, and the socket is not held longer.
+const LINGER: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// How long startup waits for the live tail to follow the topic.
 const LIVE_TAIL_START: std::time::Duration = std::time::Duration::from_secs(10);
@@ -279,7 +285,7 @@ impl Application {
         .workers(settings.http.workers)
         .max_connections(settings.http.max_connections_per_worker)
         .client_request_timeout(settings.http.header_timeout)
-        .client_disconnect_timeout(std::time::Duration::from_secs(1))
+        .client_disconnect_timeout(LINGER)
         .shutdown_timeout(settings.http.shutdown_timeout.as_secs())
         // Signals are taken in `run_until_stopped`, which first ends the
         // live streams (they would hold a graceful stop to its timeout).
@@ -291,7 +297,7 @@ impl Application {
         })?
         .run();
         tracing::info!(addr = %settings.http.addr, port, "listening");
-        let ops_server = ops_server(state, settings.http.ops_addr, ops_listener, json_limit)?;
+        let ops_server = ops_server(state, &settings.http, ops_listener)?;
         tracing::info!(addr = %settings.http.ops_addr, port = ops_port,
             "operator endpoints (/metrics, /audit, /v1/users/bulk) listening");
         Ok(Self {
@@ -438,24 +444,30 @@ fn bind(addr: SocketAddr) -> Result<(TcpListener, u16), StartupError> {
 
 /// The operator listener: one worker, its own connections, so neither a
 /// scrape nor an audit takes a public worker, and the public port answers
-/// none of its paths. It stops when the public server stops (it handles
-/// no signals itself).
+/// none of its paths. Its heads and bodies have the public listener's
+/// deadlines. It stops when the public server stops (it handles no
+/// signals itself).
 fn ops_server(
     state: web::Data<AppState>,
-    addr: SocketAddr,
+    http: &HttpSettings,
     listener: TcpListener,
-    json_limit: usize,
 ) -> Result<Server, StartupError> {
+    let (addr, json_limit) = (http.ops_addr, http.json_limit_bytes);
+    let body_timeout = web::Data::new(BodyTimeout(http.body_timeout));
     Ok(HttpServer::new(move || {
         App::new()
             .app_data(state.clone())
+            .app_data(body_timeout.clone())
             .app_data(rejections::json_config(json_limit))
             .app_data(rejections::path_config())
             .app_data(rejections::query_config())
             .configure(routes::configure_ops)
             .default_service(web::to(rejections::no_route))
+            .wrap(from_fn(http_limits::bound_body))
     })
     .workers(1)
+    .client_request_timeout(http.header_timeout)
+    .client_disconnect_timeout(LINGER)
     .disable_signals()
     .shutdown_timeout(5)
     .listen(listener)

@@ -207,8 +207,9 @@ pub struct DeclaredSettings {
     )]
     pub ops_addr: SocketAddr,
 
-    /// A request body must arrive within this long of its headers (408 beyond); a client that
-    /// trickles it holds no database connection meanwhile
+    /// A request body must arrive within this long of its headers, on both listeners (408
+    /// beyond, and the connection closes); a client that trickles it holds no database
+    /// connection meanwhile
     #[arg(
         long,
         global = true,
@@ -219,8 +220,8 @@ pub struct DeclaredSettings {
     )]
     pub http_body_timeout_ms: u64,
 
-    /// Request headers must arrive within this long of the connection's first byte (408
-    /// beyond; actix's `client_request_timeout`)
+    /// Request headers must arrive within this long of the connection's first byte, on both
+    /// listeners (408 beyond; actix's `client_request_timeout`)
     #[arg(
         long,
         global = true,

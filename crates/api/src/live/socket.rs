@@ -13,7 +13,7 @@ use futures_util::StreamExt as _;
 use serde_json::{Value, json};
 
 use super::Live;
-use super::stream::{last_event_id, open, stream};
+use super::stream::{last_event_id, open, refuse_a_body, stream};
 use crate::auth::Caller;
 use crate::problem::{ApiError, Problem};
 use crate::state::AppState;
@@ -51,6 +51,7 @@ pub async fn socket(
     state: web::Data<AppState>,
     live: web::Data<Live>,
 ) -> Result<HttpResponse, ApiError> {
+    refuse_a_body(&request)?;
     let resume = last_event_id(&request)?;
     let (response, mut session, messages) = actix_ws::handle(&request, body)
         .map_err(|e| ApiError::BadRequest(format!("not a WebSocket handshake: {e}")))?;

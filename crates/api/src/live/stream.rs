@@ -17,6 +17,7 @@ use super::cursor::Cursor;
 use super::hub::{Frame, Hub, Registration};
 use super::metrics::LiveMetrics;
 use crate::auth::Caller;
+use crate::http_limits::carries_body;
 use crate::problem::{ApiError, Problem};
 use crate::state::AppState;
 
@@ -43,7 +44,7 @@ use crate::state::AppState;
     ),
     responses(
         (status = 200, description = "The event stream (text/event-stream)", body = String, content_type = "text/event-stream"),
-        (status = 400, description = "`Last-Event-ID` is not an id this stream sent", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "`Last-Event-ID` is not an id this stream sent, or the request has a body", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No valid bearer token", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable: the caller's chats could not be read", body = Problem, content_type = "application/problem+json"),
     )
@@ -55,6 +56,7 @@ pub async fn events(
     state: web::Data<AppState>,
     live: web::Data<Live>,
 ) -> Result<HttpResponse, ApiError> {
+    refuse_a_body(&request)?;
     let resume = last_event_id(&request)?;
     let feed = open(caller, resume, &state, &live).await?;
     Ok(HttpResponse::Ok()
@@ -82,6 +84,18 @@ pub(crate) fn last_event_id(request: &HttpRequest) -> Result<Option<Cursor>, Api
     };
     text.map(|t| Cursor::parse(&t).map_err(|e| ApiError::BadRequest(e.to_string())))
         .transpose()
+}
+
+/// A stream's request carries no body: one that never ended would hold
+/// the connection past the body timeout for as long as the stream lasts.
+pub(crate) fn refuse_a_body(request: &HttpRequest) -> Result<(), ApiError> {
+    if carries_body(request.headers()) {
+        return Err(ApiError::BadRequest(
+            "a live stream's request carries no body (no Content-Length, no Transfer-Encoding)"
+                .to_owned(),
+        ));
+    }
+    Ok(())
 }
 
 /// The query form of `Last-Event-ID`.

@@ -377,8 +377,10 @@ impl ResponseError for ApiError {
                 response.insert_header((header::ALLOW, allow.join(", ")));
             }
             Self::RequestTimeout(_) => {
-                // The rest of the body may still be on its way.
-                response.insert_header((header::CONNECTION, "close"));
+                // The rest of the body may still be on its way. (actix
+                // writes the `Connection` header from the response's
+                // connection type, never from a header set here.)
+                response.force_close();
             }
             _ => {}
         }

@@ -8,6 +8,7 @@ mod chats;
 mod errors;
 mod events;
 mod exposure;
+mod hostile;
 mod idempotency;
 mod import_jobs;
 mod live;
