@@ -1,6 +1,6 @@
-//! What one client may cost the server: how long its body may take, which
-//! method names it may make the server remember, and what a path answers
-//! to a method it does not take.
+//! What one client may cost the server: how long its body may take, how
+//! large its head may be, which method names it may make the server
+//! remember, and what a path answers to a method it does not take.
 //!
 //! - [`bound_body`]: a request body must arrive within
 //!   `HTTP_BODY_TIMEOUT_MS` of its headers, else 408 and the connection
@@ -8,6 +8,8 @@
 //!   closed after the answer, whatever its framing. Bodies are read whole
 //!   before a handler runs, so a client that trickles one never holds a
 //!   database connection.
+//! - [`bound_head`]: a URI or headers larger than the server reads are a
+//!   414 or a 431 problem (larger still, actix's own bare 400 or 431).
 //! - [`method_label`]: the methods HTTP defines keep their name in metrics
 //!   and spans; any other is `_OTHER` (OpenTelemetry's HTTP conventions),
 //!   so made-up method names cannot grow `/metrics`.
@@ -16,10 +18,12 @@
 //!   the body ([`head_as_get`]).
 
 mod body;
+mod head;
 
 pub use body::{
     BODY_TIMEOUT_MESSAGE, BodyTimeout, KeptBody, bound_body, carries_body, is_body_timeout,
 };
+pub use head::{MAX_HEADER_BYTES, MAX_URI_BYTES, bound_head};
 
 use actix_web::Error;
 use actix_web::body::MessageBody;

@@ -277,6 +277,9 @@ impl Application {
                 )
                 .default_service(web::to(rejections::no_route))
                 .wrap(from_fn(http_limits::head_as_get))
+                .wrap(from_fn(http_limits::bound_head))
+                // Outside `bound_head`: a request answered there has its
+                // body kept too.
                 .wrap(from_fn(http_limits::bound_body))
                 .wrap(from_fn(http_metrics::record))
                 .wrap(from_fn(trace_headers::add))
@@ -463,6 +466,7 @@ fn ops_server(
             .app_data(rejections::query_config())
             .configure(routes::configure_ops)
             .default_service(web::to(rejections::no_route))
+            .wrap(from_fn(http_limits::bound_head))
             .wrap(from_fn(http_limits::bound_body))
     })
     .workers(1)

@@ -109,6 +109,10 @@ pub enum ApiError {
     },
     /// The body did not arrive within `HTTP_BODY_TIMEOUT_MS`.
     RequestTimeout(String),
+    /// The request's URI is longer than the server reads.
+    UriTooLong(String),
+    /// The request's headers are larger than the server reads.
+    HeadersTooLarge(String),
     /// No valid bearer token.
     Unauthorized(TokenRejection),
     /// The caller is a member but only the owner may do this.
@@ -158,6 +162,11 @@ impl ApiError {
             Self::NoRoute(_) => ("no-route", "No such endpoint"),
             Self::MethodNotAllowed { .. } => ("method-not-allowed", "Method not allowed"),
             Self::RequestTimeout(_) => ("request-timeout", "The request body came too slowly"),
+            Self::UriTooLong(_) => ("uri-too-long", "The request URI is too long"),
+            Self::HeadersTooLarge(_) => (
+                "header-fields-too-large",
+                "The request headers are too large",
+            ),
             Self::Unauthorized(_) => ("unauthorized", "Authentication required"),
             Self::NotTheOwner(_) => ("not-the-owner", "Only the chat's owner may do this"),
             Self::Forbidden(_) => ("not-a-member", "Not a member of the chat"),
@@ -192,6 +201,8 @@ impl ApiError {
             | Self::NotFound(d)
             | Self::NoRoute(d)
             | Self::RequestTimeout(d)
+            | Self::UriTooLong(d)
+            | Self::HeadersTooLarge(d)
             | Self::NotTheOwner(d)
             | Self::Forbidden(d)
             | Self::Conflict(d)
@@ -347,6 +358,8 @@ impl ResponseError for ApiError {
             Self::NotFound(_) | Self::NoRoute(_) => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Self::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
+            Self::UriTooLong(_) => StatusCode::URI_TOO_LONG,
+            Self::HeadersTooLarge(_) => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::Forbidden(_) | Self::NotTheOwner(_) => StatusCode::FORBIDDEN,
             Self::Conflict(_)
@@ -376,8 +389,8 @@ impl ResponseError for ApiError {
             Self::MethodNotAllowed { allow } => {
                 response.insert_header((header::ALLOW, allow.join(", ")));
             }
-            Self::RequestTimeout(_) => {
-                // The rest of the body may still be on its way. (actix
+            Self::RequestTimeout(_) | Self::UriTooLong(_) | Self::HeadersTooLarge(_) => {
+                // The rest of the request may still be on its way. (actix
                 // writes the `Connection` header from the response's
                 // connection type, never from a header set here.)
                 response.force_close();

@@ -1,13 +1,13 @@
 //! Clients that never finish their request, over real sockets: a chunked
 //! body that stalls or trickles on any route, a stalled body or head on
-//! the operator listener.
+//! the operator listener, heads too large or malformed.
 
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::support::{TestApp, spawn_app_with};
+use crate::support::{TestApp, assert_problem, spawn_app_with};
 
 /// The body timeout of these tests' servers.
 const BODY_TIMEOUT: Duration = Duration::from_millis(1000);
@@ -227,5 +227,151 @@ async fn the_operator_listener_answers_and_closes_stalled_bodies_and_heads() {
     assert!(
         closed <= Duration::from_millis(1000) + Duration::from_secs(2),
         "a half-sent head answered after {closed:?}: HTTP_HEADER_TIMEOUT_MS is 1000"
+    );
+}
+
+#[tokio::test]
+async fn oversized_heads_are_problems_and_malformed_ones_are_closed() {
+    let app = server().await;
+    // A URI past the server's limit and below actix's own (64 KiB): 414.
+    let long = format!("/v1/users/{}", "a".repeat(40 * 1024));
+    let resp = app.client.get(app.url(&long)).send().await.unwrap();
+    assert_problem(resp, 414, "uri-too-long").await;
+    // Headers past the server's limit and below actix's own (128 KiB): 431.
+    let mut request = app.client.get(app.url("/healthz"));
+    for i in 0..10 {
+        request = request.header(format!("x-filler-{i}"), "b".repeat(8 * 1024));
+    }
+    let resp = request.send().await.unwrap();
+    assert_problem(resp, 431, "header-fields-too-large").await;
+    // What actix refuses before any of the server's code sees it: a 400
+    // (a 431 past 128 KiB of head), and the connection closed.
+    let addr = authority(&app.address);
+    let huge_uri = format!("GET /{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(66 * 1024));
+    let cases: [(&str, Vec<u8>, u16); 4] = [
+        (
+            "NUL in a header",
+            b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: a\0b\r\n\r\n".to_vec(),
+            400,
+        ),
+        (
+            "Content-Length with Transfer-Encoding",
+            b"POST /v1/users HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\
+              Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+                .to_vec(),
+            400,
+        ),
+        ("a URI over 64 KiB", huge_uri.into_bytes(), 400),
+        (
+            "a head over 128 KiB",
+            format!(
+                "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+                "c".repeat(130 * 1024)
+            )
+            .into_bytes(),
+            431,
+        ),
+    ];
+    for (what, raw, status) in cases {
+        let got = exchange(&addr, raw, None, Duration::from_secs(5)).await;
+        assert_eq!(got.status(), Some(status), "{what}: {got:?}");
+        assert!(got.closed_after.is_some(), "{what}: closed: {got:?}");
+    }
+    assert_eq!(app.get("/healthz").await.status(), 200);
+}
+
+/// Starts `chatlab serve` on `db` with JSON logs at `warn` and returns it
+/// with its public port, read from its log, and its log lines so far.
+fn serve_binary(db_url: &str) -> (std::process::Child, u16, std::sync::mpsc::Receiver<String>) {
+    use std::io::BufRead as _;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_chatlab"))
+        .arg("serve")
+        .env_clear()
+        .envs([
+            ("DATABASE_URL", db_url),
+            ("HTTP_ADDR", "127.0.0.1:0"),
+            ("OPS_ADDR", "127.0.0.1:0"),
+            ("CHATLAB_JWT_SECRET", crate::support::TEST_JWT_SECRET),
+            ("HTTP_WORKERS", "1"),
+            ("LOG_FORMAT", "json"),
+            ("RUST_LOG", "warn,chatlab_api::startup=info"),
+        ])
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (lines, received) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if lines.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let port = loop {
+        let line = received
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .expect("the server logs that it listens within 60 s");
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+        if v["message"] == "listening" {
+            break v["port"].as_u64().unwrap() as u16;
+        }
+    };
+    (child, port, received)
+}
+
+#[tokio::test]
+async fn a_flood_of_malformed_heads_is_not_a_flood_of_error_lines() {
+    let db = chatlab_testdb::TestDb::new().await;
+    let url = db.url().to_owned();
+    let (mut child, port, lines) = tokio::task::spawn_blocking(move || serve_binary(&url))
+        .await
+        .unwrap();
+    let addr = format!("127.0.0.1:{port}");
+    const MALFORMED: usize = 40;
+    for i in 0..MALFORMED {
+        let raw = format!("GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: {i}\0\r\n\r\n").into_bytes();
+        let got = exchange(&addr, raw, None, Duration::from_secs(5)).await;
+        assert_eq!(got.status(), Some(400), "{got:?}");
+    }
+    // The server goes on serving, and its log carries the lines of that
+    // moment: give them a moment to be written.
+    let got = exchange(
+        &addr,
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".to_vec(),
+        None,
+        Duration::from_secs(5),
+    )
+    .await;
+    assert_eq!(got.status(), Some(200), "{got:?}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let _ = child.kill();
+    let _ = child.wait();
+    let logged: Vec<serde_json::Value> = lines
+        .try_iter()
+        .filter_map(|l| serde_json::from_str(&l).ok())
+        .collect();
+    let errors: Vec<&serde_json::Value> = logged.iter().filter(|v| v["level"] == "ERROR").collect();
+    assert!(
+        errors.len() <= 1,
+        "{} ERROR lines for {MALFORMED} malformed heads: {errors:?}",
+        errors.len()
+    );
+    let parse_errors = logged
+        .iter()
+        .filter(|v| {
+            v["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("parse error"))
+        })
+        .count();
+    assert!(
+        (1..MALFORMED).contains(&parse_errors),
+        "the first malformed head is logged, not every one: {parse_errors} lines"
     );
 }
