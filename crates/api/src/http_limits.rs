@@ -10,6 +10,10 @@
 //!   database connection.
 //! - [`bound_head`]: a URI or headers larger than the server reads are a
 //!   414 or a 431 problem (larger still, actix's own bare 400 or 431).
+//! - [`Guarded`] and [`count_in_flight`]: a request head that begins
+//!   between two requests of a connection gets `HTTP_HEADER_TIMEOUT_MS`
+//!   too (actix's own deadline covers the first), else 408 and the
+//!   connection closes.
 //! - [`method_label`]: the methods HTTP defines keep their name in metrics
 //!   and spans; any other is `_OTHER` (OpenTelemetry's HTTP conventions),
 //!   so made-up method names cannot grow `/metrics`.
@@ -17,8 +21,12 @@
 //!   answers 405 with `Allow`, not 404; `HEAD` is served as `GET` without
 //!   the body ([`head_as_get`]).
 
+mod between_requests;
 mod body;
 mod head;
+mod holding;
+
+pub use between_requests::{Guarded, InFlight, count_in_flight};
 
 pub use body::{
     BODY_TIMEOUT_MESSAGE, BodyTimeout, KeptBody, bound_body, carries_body, is_body_timeout,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use actix_web::dev::Server;
 use actix_web::middleware::from_fn;
-use actix_web::{App, HttpServer, web};
+use actix_web::{App, web};
 use prometheus_client::registry::Registry;
 use tracing_actix_web::TracingLogger;
 use utoipa_actix_web::AppExt;
@@ -24,6 +24,7 @@ use crate::auth::{self, keys::AuthSetupError};
 use crate::config::{HttpSettings, Settings};
 use crate::http_limits::{self, BodyTimeout, KnownPaths};
 use crate::http_metrics::{self, HttpMetrics};
+use crate::listener;
 use crate::openapi;
 use crate::problem::rejections;
 use crate::process_metrics::ProcessMetrics;
@@ -35,12 +36,6 @@ use crate::telemetry::{RequestSpan, trace_headers};
 /// Events read from the topic and waiting for the fan-out; when full, the
 /// tail waits (the broker keeps the rest).
 const LIVE_TAIL_CAPACITY: usize = 4096;
-
-/// How long a connection that is closing after its answer (its request's
-/// body unfinished, or a deadline passed) may still send before it is
-/// dropped (actix's `client_disconnect_timeout`): the client has the
-/// answer by then, and the socket is not held longer.
-const LINGER: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// How long startup waits for the live tail to follow the topic.
 const LIVE_TAIL_START: std::time::Duration = std::time::Duration::from_secs(10);
@@ -258,7 +253,15 @@ impl Application {
         let known_paths = web::Data::new(KnownPaths::from_document(&built));
         let doc = openapi::render(&built);
         let public_state = state.clone();
-        let server = HttpServer::new(move || {
+        let public_limits = listener::Limits {
+            workers: settings.http.workers,
+            max_connections_per_worker: settings.http.max_connections_per_worker,
+            header_timeout: settings.http.header_timeout,
+            shutdown_timeout_secs: settings.http.shutdown_timeout.as_secs(),
+        };
+        // Signals are taken in `run_until_stopped`, which first ends the
+        // live streams (they would hold a graceful stop to its timeout).
+        let server = listener::serve("public", listener, public_limits, move || {
             App::new()
                 .into_utoipa_app()
                 .app_data(public_state.clone())
@@ -284,21 +287,12 @@ impl Application {
                 .wrap(from_fn(http_metrics::record))
                 .wrap(from_fn(trace_headers::add))
                 .wrap(TracingLogger::<RequestSpan>::new())
+                .wrap(from_fn(http_limits::count_in_flight))
         })
-        .workers(settings.http.workers)
-        .max_connections(settings.http.max_connections_per_worker)
-        .client_request_timeout(settings.http.header_timeout)
-        .client_disconnect_timeout(LINGER)
-        .shutdown_timeout(settings.http.shutdown_timeout.as_secs())
-        // Signals are taken in `run_until_stopped`, which first ends the
-        // live streams (they would hold a graceful stop to its timeout).
-        .disable_signals()
-        .listen(listener)
         .map_err(|source| StartupError::Bind {
             addr: settings.http.addr,
             source,
-        })?
-        .run();
+        })?;
         tracing::info!(addr = %settings.http.addr, port, "listening");
         let ops_server = ops_server(state, &settings.http, ops_listener)?;
         tracing::info!(addr = %settings.http.ops_addr, port = ops_port,
@@ -457,7 +451,14 @@ fn ops_server(
 ) -> Result<Server, StartupError> {
     let (addr, json_limit) = (http.ops_addr, http.json_limit_bytes);
     let body_timeout = web::Data::new(BodyTimeout(http.body_timeout));
-    Ok(HttpServer::new(move || {
+    let limits = listener::Limits {
+        workers: 1,
+        // actix's default.
+        max_connections_per_worker: 25_000,
+        header_timeout: http.header_timeout,
+        shutdown_timeout_secs: 5,
+    };
+    listener::serve("operator", listener, limits, move || {
         App::new()
             .app_data(state.clone())
             .app_data(body_timeout.clone())
@@ -468,15 +469,9 @@ fn ops_server(
             .default_service(web::to(rejections::no_route))
             .wrap(from_fn(http_limits::bound_head))
             .wrap(from_fn(http_limits::bound_body))
+            .wrap(from_fn(http_limits::count_in_flight))
     })
-    .workers(1)
-    .client_request_timeout(http.header_timeout)
-    .client_disconnect_timeout(LINGER)
-    .disable_signals()
-    .shutdown_timeout(5)
-    .listen(listener)
-    .map_err(|source| StartupError::Bind { addr, source })?
-    .run())
+    .map_err(|source| StartupError::Bind { addr, source })
 }
 
 /// Statement and lock timeouts, deadlocks and ended sessions are told apart

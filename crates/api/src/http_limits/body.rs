@@ -25,7 +25,7 @@ use std::rc::Rc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use actix_web::body::{BodySize, BoxBody, EitherBody, MessageBody};
+use actix_web::body::{EitherBody, MessageBody};
 use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
 use actix_web::error::PayloadError;
 use actix_web::http::header::{self, HeaderMap};
@@ -34,6 +34,8 @@ use actix_web::{Error, HttpMessage, web};
 use bytes::Bytes;
 use futures_util::Stream;
 use tokio::time::{Instant, Sleep};
+
+use super::holding::Holding;
 
 /// The longest a body may take, as app data for [`bound_body`].
 #[derive(Debug, Clone, Copy)]
@@ -75,10 +77,7 @@ pub async fn bound_body(
     let res = next.call(req).await?;
     Ok(res
         .map_into_boxed_body()
-        .map_body(|_, body| KeptBody {
-            body,
-            _payload: payload,
-        })
+        .map_body(|_, body| Holding::new(body, payload))
         .map_into_right_body())
 }
 
@@ -95,25 +94,7 @@ pub fn carries_body(headers: &HeaderMap) -> bool {
 /// A response body that owns its request's payload until it is dropped,
 /// after the dispatcher has written it and decided, seeing the payload
 /// still owned and unfinished, to close the connection.
-pub struct KeptBody {
-    body: BoxBody,
-    _payload: SharedPayload,
-}
-
-impl MessageBody for KeptBody {
-    type Error = <BoxBody as MessageBody>::Error;
-
-    fn size(&self) -> BodySize {
-        self.body.size()
-    }
-
-    fn poll_next(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Bytes, Self::Error>>> {
-        Pin::new(&mut self.get_mut().body).poll_next(cx)
-    }
-}
+pub type KeptBody = Holding<SharedPayload>;
 
 /// A payload that fails with `TimedOut` once its deadline passes.
 struct Deadline {

@@ -375,3 +375,48 @@ async fn a_flood_of_malformed_heads_is_not_a_flood_of_error_lines() {
         "the first malformed head is logged, not every one: {parse_errors} lines"
     );
 }
+
+#[tokio::test]
+async fn a_head_that_stalls_after_an_answer_is_answered_and_closed_on_both_listeners() {
+    let app = server().await;
+    for base in [&app.address, &app.ops_address] {
+        let addr = authority(base);
+        let mut stream = TcpStream::connect(&addr).await.unwrap();
+        stream
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            .await
+            .unwrap();
+        let mut buf = [0u8; 4096];
+        let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf))
+            .await
+            .expect("an answer")
+            .unwrap();
+        let first = String::from_utf8_lossy(&buf[..n]);
+        assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+        // Half of a second head on the kept-alive connection, then nothing.
+        stream
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            .await
+            .unwrap();
+        let started = Instant::now();
+        let mut rest = Vec::new();
+        let closed = loop {
+            match tokio::time::timeout(Duration::from_secs(8), stream.read(&mut buf)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => break Some(started.elapsed()),
+                Ok(Ok(n)) => rest.extend_from_slice(&buf[..n]),
+                Err(_) => break None,
+            }
+        };
+        let rest = String::from_utf8_lossy(&rest);
+        let closed = closed.unwrap_or_else(|| panic!("{base}: still open after 8 s: {rest:?}"));
+        assert!(
+            closed <= Duration::from_millis(1000) + Duration::from_secs(2),
+            "{base}: closed after {closed:?} (HTTP_HEADER_TIMEOUT_MS is 1000)"
+        );
+        assert!(rest.starts_with("HTTP/1.1 408"), "{base}: {rest:?}");
+        assert!(
+            rest.contains("urn:chatlab:problem:request-timeout"),
+            "{base}: {rest:?}"
+        );
+    }
+}
