@@ -157,11 +157,17 @@ impl Application {
             settings.writes.idempotency_sweep_every,
             relay_stopped.clone(),
         );
+        let budget = crate::live::StreamBudget {
+            per_user: settings.live.max_streams_per_user,
+            total: settings.live.max_streams,
+        };
         let live = crate::live::Live {
-            hub: Arc::new(crate::live::Hub::default()),
+            hub: Arc::new(crate::live::Hub::new(budget)),
+            known: Arc::default(),
             metrics: crate::live::LiveMetrics::register(&mut registry),
             buffer: settings.live.buffer,
             heartbeat: settings.live.heartbeat,
+            retry_after: settings.live.heartbeat * 2,
             source: crate::live::catch_up::TopicSource {
                 bootstrap: bootstrap.clone(),
                 topic: settings.kafka.topic.clone(),

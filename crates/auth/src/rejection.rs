@@ -38,6 +38,10 @@ pub enum TokenRejection {
     /// `sub` is not a user id.
     #[error("the token's subject (sub) is not a user id")]
     BadSubject,
+    /// `sub` names no user of this server (checked where a token holds
+    /// something for long: a live stream).
+    #[error("the token's user (sub) does not exist on this server")]
+    UnknownUser,
 }
 
 impl TokenRejection {

@@ -423,6 +423,31 @@ pub struct DeclaredSettings {
     )]
     pub live_fetch_wait_ms: u64,
 
+    /// Most live streams (`GET /v1/events` and `GET /v1/ws` together) one user may hold on
+    /// this instance, for their few devices; one more is a 429 with `Retry-After`
+    #[arg(
+        long,
+        global = true,
+        env = "LIVE_MAX_STREAMS_PER_USER",
+        default_value = "16",
+        value_parser = RangedU64ValueParser::<usize>::new().range(1..=4096),
+        help_heading = "Live delivery"
+    )]
+    pub live_max_streams_per_user: usize,
+
+    /// Most live streams of all users on this instance; one more is a 429 with `Retry-After`.
+    /// Must be below `HTTP_WORKERS` × `HTTP_MAX_CONNECTIONS_PER_WORKER`, so that streams
+    /// always leave connections for requests [default: half of HTTP_WORKERS ×
+    /// HTTP_MAX_CONNECTIONS_PER_WORKER]
+    #[arg(
+        long,
+        global = true,
+        env = "LIVE_MAX_STREAMS",
+        value_parser = RangedU64ValueParser::<usize>::new().range(1..),
+        help_heading = "Live delivery"
+    )]
+    pub live_max_streams: Option<usize>,
+
     /// How long an `Idempotency-Key` is remembered; a retry after it writes again
     #[arg(
         long,

@@ -29,7 +29,9 @@ const CLOSE_WAIT: Duration = Duration::from_secs(2);
 /// (`{"id", "type", "data"}`, `id` being what to resume from); heartbeats
 /// as `type: "heartbeat"`; `reset`, `overflow` and `closing` as on
 /// `GET /v1/events`, after which the server closes the socket. Resume with
-/// the `Last-Event-ID` header or the `last_event_id` query parameter.
+/// the `Last-Event-ID` header or the `last_event_id` query parameter. The
+/// limits of `GET /v1/events` apply (the two count together): 429 with
+/// `Retry-After` beyond them, 401 for a token whose user does not exist.
 #[utoipa::path(
     tag = "live",
     params(
@@ -39,7 +41,9 @@ const CLOSE_WAIT: Duration = Duration::from_secs(2);
     responses(
         (status = 101, description = "Switched to the WebSocket protocol"),
         (status = 400, description = "Not a WebSocket handshake, or `Last-Event-ID` is not an id this feed sent", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid bearer token", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid bearer token, or its user does not exist", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "The caller holds `LIVE_MAX_STREAMS_PER_USER` streams already, or this instance `LIVE_MAX_STREAMS`; retry after `Retry-After` seconds", body = Problem, content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait before opening a stream again"))),
         (status = 503, description = "Database unavailable: the caller's chats could not be read", body = Problem, content_type = "application/problem+json"),
     )
 )]

@@ -12,6 +12,7 @@ use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use super::Live;
+use super::budget::Refusal;
 use super::catch_up::{self, CatchUp};
 use super::cursor::Cursor;
 use super::hub::{Frame, Hub, Registration};
@@ -20,6 +21,7 @@ use crate::auth::Caller;
 use crate::http_limits::carries_body;
 use crate::problem::{ApiError, Problem};
 use crate::state::AppState;
+use chatlab_auth::TokenRejection;
 
 /// The caller's live feed: every event of every chat the caller is a member
 /// of, as Server-Sent Events (`event:` its type, `data:` its JSON, `id:` a
@@ -37,6 +39,11 @@ use crate::state::AppState;
 /// on with this stream. A client that reads too slowly for the server's
 /// buffer gets a last `overflow` event and the stream ends: reconnect with
 /// the last id received.
+///
+/// A user holds at most `LIVE_MAX_STREAMS_PER_USER` streams (this one and
+/// `GET /v1/ws` together) on an instance, and an instance at most
+/// `LIVE_MAX_STREAMS`: one more is a 429 with `Retry-After`. The token's
+/// user must exist.
 #[utoipa::path(
     tag = "live",
     params(
@@ -45,7 +52,9 @@ use crate::state::AppState;
     responses(
         (status = 200, description = "The event stream (text/event-stream)", body = String, content_type = "text/event-stream"),
         (status = 400, description = "`Last-Event-ID` is not an id this stream sent, or the request has a body", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid bearer token", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid bearer token, or its user does not exist", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "The caller holds `LIVE_MAX_STREAMS_PER_USER` streams already, or this instance `LIVE_MAX_STREAMS`; retry after `Retry-After` seconds", body = Problem, content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait before opening a stream again"))),
         (status = 503, description = "Database unavailable: the caller's chats could not be read", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -106,7 +115,8 @@ struct ResumeQuery {
 
 /// Opens the caller's feed: registered in the hub with the chats it is a
 /// member of, and, when it resumes, what it missed (or a `reset`) ahead of
-/// the live frames.
+/// the live frames. Refused when the caller is no user, or holds (or the
+/// instance holds) as many streams as allowed.
 pub(crate) async fn open(
     caller: Caller,
     resume: Option<Cursor>,
@@ -114,10 +124,16 @@ pub(crate) async fn open(
     live: &Live,
 ) -> Result<Feed, ApiError> {
     let user = caller.0.as_uuid();
+    if !live.known.exists(&state.store, caller.0).await? {
+        return Err(ApiError::Unauthorized(TokenRejection::UnknownUser));
+    }
     // Registered before the chats are read, so an event of a chat created
     // meanwhile finds the caller connected; and before the catch-up, whose
     // range ends where the live feed starts.
-    let registration = live.hub.register(user, live.buffer, resume.clone());
+    let registration = live
+        .hub
+        .register(user, live.buffer, resume.clone())
+        .map_err(|refusal| refused(refusal, live))?;
     let mut feed = Feed {
         hub: live.hub.clone(),
         metrics: live.metrics.clone(),
@@ -161,6 +177,20 @@ pub(crate) async fn open(
         }
     }
     Ok(feed)
+}
+
+/// A stream the budget refused, counted, as its 429.
+fn refused(refusal: Refusal, live: &Live) -> ApiError {
+    live.metrics
+        .refused
+        .get_or_create(&super::metrics::RefusedLabel {
+            reason: refusal.label(),
+        })
+        .inc();
+    ApiError::TooManyStreams {
+        detail: refusal.to_string(),
+        retry_after_secs: live.retry_after.as_secs().max(1),
+    }
 }
 
 /// One connection's side of the hub; dropping it (the client went away)

@@ -113,6 +113,13 @@ pub enum ApiError {
     UriTooLong(String),
     /// The request's headers are larger than the server reads.
     HeadersTooLarge(String),
+    /// A live stream refused by a stream limit.
+    TooManyStreams {
+        /// Which limit, and what to do.
+        detail: String,
+        /// Seconds after which a retry may be admitted (`Retry-After`).
+        retry_after_secs: u64,
+    },
     /// No valid bearer token.
     Unauthorized(TokenRejection),
     /// The caller is a member but only the owner may do this.
@@ -167,6 +174,7 @@ impl ApiError {
                 "header-fields-too-large",
                 "The request headers are too large",
             ),
+            Self::TooManyStreams { .. } => ("too-many-streams", "Too many live streams"),
             Self::Unauthorized(_) => ("unauthorized", "Authentication required"),
             Self::NotTheOwner(_) => ("not-the-owner", "Only the chat's owner may do this"),
             Self::Forbidden(_) => ("not-a-member", "Not a member of the chat"),
@@ -203,6 +211,7 @@ impl ApiError {
             | Self::RequestTimeout(d)
             | Self::UriTooLong(d)
             | Self::HeadersTooLarge(d)
+            | Self::TooManyStreams { detail: d, .. }
             | Self::NotTheOwner(d)
             | Self::Forbidden(d)
             | Self::Conflict(d)
@@ -360,6 +369,7 @@ impl ResponseError for ApiError {
             Self::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             Self::UriTooLong(_) => StatusCode::URI_TOO_LONG,
             Self::HeadersTooLarge(_) => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            Self::TooManyStreams { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::Forbidden(_) | Self::NotTheOwner(_) => StatusCode::FORBIDDEN,
             Self::Conflict(_)
@@ -393,6 +403,14 @@ impl ResponseError for ApiError {
                 // The rest of the request may still be on its way. (actix
                 // writes the `Connection` header from the response's
                 // connection type, never from a header set here.)
+                response.force_close();
+            }
+            Self::TooManyStreams {
+                retry_after_secs, ..
+            } => {
+                response.insert_header((header::RETRY_AFTER, retry_after_secs.to_string()));
+                // Its client is told to come back later: the connection is
+                // not kept for it meanwhile.
                 response.force_close();
             }
             _ => {}

@@ -18,5 +18,6 @@ mod operations;
 mod pool;
 mod private_broker;
 mod probe;
+mod streams;
 mod support;
 mod users;
