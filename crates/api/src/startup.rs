@@ -162,7 +162,10 @@ impl Application {
             total: settings.live.max_streams,
         };
         let live = crate::live::Live {
-            hub: Arc::new(crate::live::Hub::new(budget)),
+            hub: Arc::new(crate::live::Hub::new(
+                budget,
+                embedded.as_ref().map(|broker| broker.life()),
+            )),
             known: Arc::default(),
             metrics: crate::live::LiveMetrics::register(&mut registry),
             buffer: settings.live.buffer,

@@ -190,10 +190,15 @@ pub struct Registration {
 }
 
 impl Hub {
-    /// A hub admitting the streams `budget` allows.
-    pub fn new(budget: StreamBudget) -> Self {
+    /// A hub admitting the streams `budget` allows, on a topic in its life
+    /// `life` (the embedded broker's; `None` for an outside broker): every
+    /// cursor it hands out names that life.
+    pub fn new(budget: StreamBudget, life: Option<u64>) -> Self {
         Self {
-            state: Mutex::default(),
+            state: Mutex::new(State {
+                position: Cursor::default().in_life(life),
+                ..State::default()
+            }),
             budget,
         }
     }
@@ -807,7 +812,7 @@ mod resume_tests {
             per_user: 2,
             total: 3,
         };
-        let hub = Hub::new(budget);
+        let hub = Hub::new(budget, None);
         let (ada, bob, eve) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
         let first = hub.register(ada, 8, None).unwrap();
         let _second = hub.register(ada, 8, None).unwrap();
@@ -825,6 +830,18 @@ mod resume_tests {
             hub.register(ada, 8, None).is_ok(),
             "its place is free again"
         );
+    }
+
+    #[test]
+    fn every_cursor_names_the_topics_life() {
+        let hub = Hub::new(StreamBudget::default(), Some(42));
+        hub.follow(&Cursor::parse("0:0").unwrap());
+        let chat = Uuid::now_v7();
+        let mut a = connect(&hub, Uuid::now_v7(), &[chat], 8, None);
+        assert_eq!(a.at.as_ref().unwrap().to_string(), "0:0@42");
+        hub.fan_out(&message(chat), 0, 0, &[]);
+        assert_eq!(id_of(&a.frames.try_recv().unwrap()), "0:1@42");
+        assert_eq!(hub.position_for(a.id).unwrap().to_string(), "0:1@42");
     }
 
     #[test]

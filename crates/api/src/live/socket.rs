@@ -35,8 +35,8 @@ const CLOSE_WAIT: Duration = Duration::from_secs(2);
 #[utoipa::path(
     tag = "live",
     params(
-        ("Last-Event-ID" = Option<String>, Header, description = "The `id` of the last message received, to resume after it", max_length = 16384, pattern = "^[0-9]+:[0-9]+(,[0-9]+:[0-9]+)*$"),
-        ("last_event_id" = Option<String>, Query, description = "The same, for clients that cannot send headers", max_length = 16384, pattern = "^[0-9]+:[0-9]+(,[0-9]+:[0-9]+)*$"),
+        ("Last-Event-ID" = Option<String>, Header, description = "The `id` of the last message received, to resume after it", max_length = 16384, pattern = "^[0-9]+:[0-9]+(,[0-9]+:[0-9]+)*(@[0-9]+)?$"),
+        ("last_event_id" = Option<String>, Query, description = "The same, for clients that cannot send headers", max_length = 16384, pattern = "^[0-9]+:[0-9]+(,[0-9]+:[0-9]+)*(@[0-9]+)?$"),
     ),
     responses(
         (status = 101, description = "Switched to the WebSocket protocol"),

@@ -36,7 +36,9 @@ use chatlab_auth::TokenRejection;
 /// feed, each event once. Where they cannot be replayed (too far behind,
 /// gone from the topic, or the broker does not answer) the stream starts
 /// with a `reset` event instead: reload through the REST API, then carry
-/// on with this stream. A client that reads too slowly for the server's
+/// on with this stream. So does an id past the end of the topic, or from
+/// an earlier life of it (the embedded broker's topic starts again with
+/// each server start). A client that reads too slowly for the server's
 /// buffer gets a last `overflow` event and the stream ends: reconnect with
 /// the last id received.
 ///
@@ -47,7 +49,7 @@ use chatlab_auth::TokenRejection;
 #[utoipa::path(
     tag = "live",
     params(
-        ("Last-Event-ID" = Option<String>, Header, description = "The `id:` of the last event received, to resume after it", max_length = 16384, pattern = "^[0-9]+:[0-9]+(,[0-9]+:[0-9]+)*$"),
+        ("Last-Event-ID" = Option<String>, Header, description = "The `id:` of the last event received, to resume after it", max_length = 16384, pattern = "^[0-9]+:[0-9]+(,[0-9]+:[0-9]+)*(@[0-9]+)?$"),
     ),
     responses(
         (status = 200, description = "The event stream (text/event-stream)", body = String, content_type = "text/event-stream"),
