@@ -17,22 +17,17 @@ in count and time.
 
 import argparse
 import asyncio
-import base64
-import hashlib
-import hmac
 import importlib.util
-import json
 import os
 import re
 import secrets
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 # The slow-clients experiment's probes: free ports, RSS, descriptors,
-# metrics, /healthz.
+# metrics, /healthz, tokens.
 _spec = importlib.util.spec_from_file_location(
     "slow_clients", Path(__file__).with_name("fault-slow-clients.py")
 )
@@ -43,26 +38,9 @@ CLIENT_ADDR = probes.CLIENT_ADDR
 MESSAGE_ID = re.compile(rb'"message_id":"([0-9a-f-]{36})"')
 
 
-def token(secret, user):
-    """An HS256 token for `user`, as the server's own would be."""
-    def b64(raw):
-        return base64.urlsafe_b64encode(raw).rstrip(b"=")
-
-    header = b64(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
-    claims = b64(
-        json.dumps({"sub": user, "iss": "chatlab", "exp": int(time.time()) + 3600}).encode()
-    )
-    signature = hmac.new(secret.encode(), header + b"." + claims, hashlib.sha256).digest()
-    return (header + b"." + claims + b"." + b64(signature)).decode()
-
-
-def post(url, body, bearer=None):
-    headers = {"content-type": "application/json"}
-    if bearer:
-        headers["authorization"] = f"Bearer {bearer}"
-    request = urllib.request.Request(url, json.dumps(body).encode(), headers, method="POST")
-    with urllib.request.urlopen(request, timeout=30) as r:
-        return json.load(r)
+# HS256 tokens as the server's own, and a JSON POST.
+token = probes.token
+post = probes.post
 
 
 class Stream:

@@ -1,11 +1,19 @@
-//! What one client may cost the server: how long its body may take, which
-//! method names it may make the server remember, and what a path answers
-//! to a method it does not take.
+//! What one client may cost the server: how long its body may take, how
+//! large its head may be, which method names it may make the server
+//! remember, and what a path answers to a method it does not take.
 //!
 //! - [`bound_body`]: a request body must arrive within
 //!   `HTTP_BODY_TIMEOUT_MS` of its headers, else 408 and the connection
-//!   closes. Bodies are read whole before a handler runs, so a client that
-//!   trickles one never holds a database connection.
+//!   closes; a connection whose body is unfinished when it is answered is
+//!   closed after the answer, whatever its framing. Bodies are read whole
+//!   before a handler runs, so a client that trickles one never holds a
+//!   database connection.
+//! - [`bound_head`]: a URI or headers larger than the server reads are a
+//!   414 or a 431 problem (larger still, actix's own bare 400 or 431).
+//! - [`Guarded`] and [`count_in_flight`]: a request head that begins
+//!   between two requests of a connection gets `HTTP_HEADER_TIMEOUT_MS`
+//!   too (actix's own deadline covers the first), else 408 and the
+//!   connection closes.
 //! - [`method_label`]: the methods HTTP defines keep their name in metrics
 //!   and spans; any other is `_OTHER` (OpenTelemetry's HTTP conventions),
 //!   so made-up method names cannot grow `/metrics`.
@@ -13,93 +21,23 @@
 //!   answers 405 with `Allow`, not 404; `HEAD` is served as `GET` without
 //!   the body ([`head_as_get`]).
 
-use std::io;
-use std::pin::Pin;
-use std::task::{Context, Poll};
-use std::time::Duration;
+mod between_requests;
+mod body;
+mod head;
+mod holding;
 
+pub use between_requests::{Guarded, InFlight, count_in_flight};
+
+pub use body::{
+    BODY_TIMEOUT_MESSAGE, BodyTimeout, KeptBody, bound_body, carries_body, is_body_timeout,
+};
+pub use head::{MAX_HEADER_BYTES, MAX_URI_BYTES, bound_head};
+
+use actix_web::Error;
 use actix_web::body::MessageBody;
-use actix_web::dev::{Payload, ResourceDef, ServiceRequest, ServiceResponse};
-use actix_web::error::PayloadError;
-use actix_web::http::{Method, header};
+use actix_web::dev::{ResourceDef, ServiceRequest, ServiceResponse};
+use actix_web::http::Method;
 use actix_web::middleware::Next;
-use actix_web::{Error, HttpMessage, web};
-use bytes::Bytes;
-use futures_util::Stream;
-use tokio::time::{Instant, Sleep};
-
-/// The longest a body may take, as app data for [`bound_body`].
-#[derive(Debug, Clone, Copy)]
-pub struct BodyTimeout(pub Duration);
-
-/// The message of the I/O error a late body ends with; the JSON readers
-/// turn it into 408.
-pub const BODY_TIMEOUT_MESSAGE: &str = "the request body did not arrive in time";
-
-/// Middleware: bounds the time a request's body may take, counted from
-/// the moment its headers were read. Requests without a body pass
-/// untouched (no timer).
-pub async fn bound_body(
-    mut req: ServiceRequest,
-    next: Next<impl MessageBody>,
-) -> Result<ServiceResponse<impl MessageBody>, Error> {
-    let limit = req.app_data::<web::Data<BodyTimeout>>().map(|t| t.0);
-    if let Some(limit) = limit.filter(|_| has_body(&req)) {
-        let inner = req.take_payload();
-        let bounded: Pin<Box<dyn Stream<Item = Result<Bytes, PayloadError>>>> =
-            Box::pin(Deadline {
-                inner,
-                sleep: Box::pin(tokio::time::sleep_until(Instant::now() + limit)),
-                expired: false,
-            });
-        req.set_payload(Payload::from(bounded));
-    }
-    next.call(req).await
-}
-
-fn has_body(req: &ServiceRequest) -> bool {
-    let headers = req.headers();
-    headers.contains_key(header::TRANSFER_ENCODING)
-        || headers
-            .get(header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.trim() != "0")
-}
-
-/// A payload that fails with `TimedOut` once its deadline passes.
-struct Deadline {
-    inner: Payload,
-    sleep: Pin<Box<Sleep>>,
-    expired: bool,
-}
-
-impl Stream for Deadline {
-    type Item = Result<Bytes, PayloadError>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        if self.expired {
-            return Poll::Ready(None);
-        }
-        if let Poll::Ready(item) = Pin::new(&mut self.inner).poll_next(cx) {
-            return Poll::Ready(item);
-        }
-        match self.sleep.as_mut().poll(cx) {
-            Poll::Ready(()) => {
-                self.expired = true;
-                Poll::Ready(Some(Err(PayloadError::Io(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    BODY_TIMEOUT_MESSAGE,
-                )))))
-            }
-            Poll::Pending => Poll::Pending,
-        }
-    }
-}
-
-/// Whether a payload error is [`bound_body`]'s deadline.
-pub fn is_body_timeout(err: &PayloadError) -> bool {
-    matches!(err, PayloadError::Io(e) if e.kind() == io::ErrorKind::TimedOut)
-}
 
 /// The method as a metric label or span attribute: one of HTTP's own
 /// methods, else `_OTHER`.

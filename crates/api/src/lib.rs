@@ -12,6 +12,7 @@ pub mod http_limits;
 pub mod http_metrics;
 pub mod idempotency;
 pub mod key_sweeper;
+pub mod listener;
 pub mod live;
 pub mod openapi;
 pub mod overrides;

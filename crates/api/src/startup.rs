@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use actix_web::dev::Server;
 use actix_web::middleware::from_fn;
-use actix_web::{App, HttpServer, web};
+use actix_web::{App, web};
 use prometheus_client::registry::Registry;
 use tracing_actix_web::TracingLogger;
 use utoipa_actix_web::AppExt;
@@ -21,9 +21,10 @@ use tokio::task::JoinHandle;
 
 use crate::audit::AuditSource;
 use crate::auth::{self, keys::AuthSetupError};
-use crate::config::Settings;
+use crate::config::{HttpSettings, Settings};
 use crate::http_limits::{self, BodyTimeout, KnownPaths};
 use crate::http_metrics::{self, HttpMetrics};
+use crate::listener;
 use crate::openapi;
 use crate::problem::rejections;
 use crate::process_metrics::ProcessMetrics;
@@ -156,11 +157,20 @@ impl Application {
             settings.writes.idempotency_sweep_every,
             relay_stopped.clone(),
         );
+        let budget = crate::live::StreamBudget {
+            per_user: settings.live.max_streams_per_user,
+            total: settings.live.max_streams,
+        };
         let live = crate::live::Live {
-            hub: Arc::new(crate::live::Hub::default()),
+            hub: Arc::new(crate::live::Hub::new(
+                budget,
+                embedded.as_ref().map(|broker| broker.life()),
+            )),
+            known: Arc::default(),
             metrics: crate::live::LiveMetrics::register(&mut registry),
             buffer: settings.live.buffer,
             heartbeat: settings.live.heartbeat,
+            retry_after: settings.live.heartbeat * 2,
             source: crate::live::catch_up::TopicSource {
                 bootstrap: bootstrap.clone(),
                 topic: settings.kafka.topic.clone(),
@@ -252,7 +262,15 @@ impl Application {
         let known_paths = web::Data::new(KnownPaths::from_document(&built));
         let doc = openapi::render(&built);
         let public_state = state.clone();
-        let server = HttpServer::new(move || {
+        let public_limits = listener::Limits {
+            workers: settings.http.workers,
+            max_connections_per_worker: settings.http.max_connections_per_worker,
+            header_timeout: settings.http.header_timeout,
+            shutdown_timeout_secs: settings.http.shutdown_timeout.as_secs(),
+        };
+        // Signals are taken in `run_until_stopped`, which first ends the
+        // live streams (they would hold a graceful stop to its timeout).
+        let server = listener::serve("public", listener, public_limits, move || {
             App::new()
                 .into_utoipa_app()
                 .app_data(public_state.clone())
@@ -271,27 +289,21 @@ impl Application {
                 )
                 .default_service(web::to(rejections::no_route))
                 .wrap(from_fn(http_limits::head_as_get))
+                .wrap(from_fn(http_limits::bound_head))
+                // Outside `bound_head`: a request answered there has its
+                // body kept too.
                 .wrap(from_fn(http_limits::bound_body))
                 .wrap(from_fn(http_metrics::record))
                 .wrap(from_fn(trace_headers::add))
                 .wrap(TracingLogger::<RequestSpan>::new())
+                .wrap(from_fn(http_limits::count_in_flight))
         })
-        .workers(settings.http.workers)
-        .max_connections(settings.http.max_connections_per_worker)
-        .client_request_timeout(settings.http.header_timeout)
-        .client_disconnect_timeout(std::time::Duration::from_secs(1))
-        .shutdown_timeout(settings.http.shutdown_timeout.as_secs())
-        // Signals are taken in `run_until_stopped`, which first ends the
-        // live streams (they would hold a graceful stop to its timeout).
-        .disable_signals()
-        .listen(listener)
         .map_err(|source| StartupError::Bind {
             addr: settings.http.addr,
             source,
-        })?
-        .run();
+        })?;
         tracing::info!(addr = %settings.http.addr, port, "listening");
-        let ops_server = ops_server(state, settings.http.ops_addr, ops_listener, json_limit)?;
+        let ops_server = ops_server(state, &settings.http, ops_listener)?;
         tracing::info!(addr = %settings.http.ops_addr, port = ops_port,
             "operator endpoints (/metrics, /audit, /v1/users/bulk) listening");
         Ok(Self {
@@ -438,29 +450,37 @@ fn bind(addr: SocketAddr) -> Result<(TcpListener, u16), StartupError> {
 
 /// The operator listener: one worker, its own connections, so neither a
 /// scrape nor an audit takes a public worker, and the public port answers
-/// none of its paths. It stops when the public server stops (it handles
-/// no signals itself).
+/// none of its paths. Its heads and bodies have the public listener's
+/// deadlines. It stops when the public server stops (it handles no
+/// signals itself).
 fn ops_server(
     state: web::Data<AppState>,
-    addr: SocketAddr,
+    http: &HttpSettings,
     listener: TcpListener,
-    json_limit: usize,
 ) -> Result<Server, StartupError> {
-    Ok(HttpServer::new(move || {
+    let (addr, json_limit) = (http.ops_addr, http.json_limit_bytes);
+    let body_timeout = web::Data::new(BodyTimeout(http.body_timeout));
+    let limits = listener::Limits {
+        workers: 1,
+        // actix's default.
+        max_connections_per_worker: 25_000,
+        header_timeout: http.header_timeout,
+        shutdown_timeout_secs: 5,
+    };
+    listener::serve("operator", listener, limits, move || {
         App::new()
             .app_data(state.clone())
+            .app_data(body_timeout.clone())
             .app_data(rejections::json_config(json_limit))
             .app_data(rejections::path_config())
             .app_data(rejections::query_config())
             .configure(routes::configure_ops)
             .default_service(web::to(rejections::no_route))
+            .wrap(from_fn(http_limits::bound_head))
+            .wrap(from_fn(http_limits::bound_body))
+            .wrap(from_fn(http_limits::count_in_flight))
     })
-    .workers(1)
-    .disable_signals()
-    .shutdown_timeout(5)
-    .listen(listener)
-    .map_err(|source| StartupError::Bind { addr, source })?
-    .run())
+    .map_err(|source| StartupError::Bind { addr, source })
 }
 
 /// Statement and lock timeouts, deadlocks and ended sessions are told apart

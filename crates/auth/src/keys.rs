@@ -168,6 +168,10 @@ impl TokenKeys {
         validation.set_issuer(&[issuer]);
         validation.set_required_spec_claims(&["exp", "iss", "sub"]);
         validation.validate_exp = true;
+        // `nbf` is optional, but when a token carries it, it is checked
+        // with the same leeway as `exp` (an identity provider may issue
+        // tokens that start later).
+        validation.validate_nbf = true;
         Ok(Self {
             algorithm,
             encoding,
@@ -234,8 +238,9 @@ impl TokenKeys {
     }
 
     /// The user a token speaks for, or why it is refused. Signature,
-    /// algorithm, issuer and expiry (with jsonwebtoken's 60 s leeway for
-    /// clock skew) are checked; nothing is looked up.
+    /// algorithm, issuer, expiry and, when present, `nbf` (both with
+    /// jsonwebtoken's 60 s leeway for clock skew) are checked; nothing is
+    /// looked up.
     pub fn verify(&self, token: &str) -> Result<UserId, TokenRejection> {
         // Only `sub` is read into a struct, and as optional: the library
         // checks `exp` and `iss` itself and names a missing claim, where a

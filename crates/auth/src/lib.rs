@@ -1,9 +1,10 @@
 //! chatlab's bearer tokens.
 //!
 //! A token is a JWT whose subject (`sub`) is the acting user's id; chatlab
-//! also checks its issuer (`iss`) and expiry (`exp`), and accepts exactly one
-//! algorithm, the configured one (HS256 with a shared secret by default;
-//! EdDSA or RS256 with a public key). Verifying needs no database: the
+//! also checks its issuer (`iss`), expiry (`exp`) and, when present, its
+//! start (`nbf`), and accepts exactly one algorithm, the configured one
+//! (HS256 with a shared secret by default; EdDSA or RS256 with a public
+//! key). Verifying needs no database: the
 //! signature is the proof, so checking who calls adds nothing to a write's
 //! round trips.
 //!

@@ -26,6 +26,9 @@ pub enum TokenRejection {
     /// Past its `exp`.
     #[error("the token has expired")]
     Expired,
+    /// Before its `nbf` (not before), beyond the clock-skew leeway.
+    #[error("the token is not valid yet (nbf)")]
+    NotYetValid,
     /// `iss` is missing or not the server's issuer.
     #[error("the token was not issued for this server (iss)")]
     WrongIssuer,
@@ -35,6 +38,10 @@ pub enum TokenRejection {
     /// `sub` is not a user id.
     #[error("the token's subject (sub) is not a user id")]
     BadSubject,
+    /// `sub` names no user of this server (checked where a token holds
+    /// something for long: a live stream).
+    #[error("the token's user (sub) does not exist on this server")]
+    UnknownUser,
 }
 
 impl TokenRejection {
@@ -53,6 +60,7 @@ impl From<&jsonwebtoken::errors::Error> for TokenRejection {
     fn from(e: &jsonwebtoken::errors::Error) -> Self {
         match e.kind() {
             ErrorKind::ExpiredSignature => Self::Expired,
+            ErrorKind::ImmatureSignature => Self::NotYetValid,
             ErrorKind::InvalidSignature => Self::BadSignature,
             ErrorKind::InvalidAlgorithm | ErrorKind::InvalidAlgorithmName => Self::WrongAlgorithm,
             ErrorKind::InvalidIssuer => Self::WrongIssuer,

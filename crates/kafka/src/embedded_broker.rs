@@ -5,6 +5,11 @@
 //! handle that sends it commands (outages, round-trip time) and stops it on
 //! drop. It speaks the Kafka protocol on a loopback port, so the producer
 //! and the audit's consumer use it exactly like a real broker.
+//!
+//! Its topic lives as long as the process: a restarted server's starts
+//! again at offset 0. [`EmbeddedBroker::life`] tells one life from
+//! another, so that a position in an earlier one is not taken for one in
+//! this one.
 
 use std::sync::mpsc;
 use std::thread::JoinHandle;
@@ -24,6 +29,7 @@ enum Command {
 /// A running mock cluster of one broker (id 1).
 pub struct EmbeddedBroker {
     bootstrap: String,
+    life: u64,
     commands: mpsc::Sender<(Command, mpsc::Sender<Result<(), String>>)>,
     thread: Option<JoinHandle<()>>,
 }
@@ -32,6 +38,7 @@ impl std::fmt::Debug for EmbeddedBroker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EmbeddedBroker")
             .field("bootstrap", &self.bootstrap)
+            .field("life", &self.life)
             .finish_non_exhaustive()
     }
 }
@@ -80,8 +87,14 @@ impl EmbeddedBroker {
             rtt_ms = rtt.as_millis() as u64,
             "KAFKA_BROKERS is not set: started librdkafka's in-process mock cluster (events live only as long as this process)"
         );
+        // Milliseconds since the epoch, at the start: a restart is a later
+        // millisecond.
+        let life = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
         Ok(Self {
             bootstrap,
+            life,
             commands,
             thread: Some(thread),
         })
@@ -90,6 +103,13 @@ impl EmbeddedBroker {
     /// The `bootstrap.servers` of the cluster.
     pub fn bootstrap_servers(&self) -> &str {
         &self.bootstrap
+    }
+
+    /// Which life of its topic this is: when the cluster started, in
+    /// milliseconds since the Unix epoch. The topic's offsets mean
+    /// something only within one life.
+    pub fn life(&self) -> u64 {
+        self.life
     }
 
     fn command(&self, command: Command) -> Result<(), String> {

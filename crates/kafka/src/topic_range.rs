@@ -32,6 +32,18 @@ pub enum RangeError {
         /// Where the partition starts now.
         low: i64,
     },
+    /// The range starts past the partition's end: no reader of this topic
+    /// was ever there (the topic started over, or the position was made
+    /// up).
+    #[error("offset {from} is past the end of partition {partition}, which ends at {end}")]
+    PastEnd {
+        /// The partition.
+        partition: i32,
+        /// Where the range starts.
+        from: i64,
+        /// The partition's high watermark.
+        end: i64,
+    },
     /// The range holds more records than the caller allows.
     #[error("{records} records to read, more than {limit}")]
     TooLong {
@@ -54,10 +66,12 @@ impl From<rdkafka::error::KafkaError> for RangeError {
 /// The events of `topic` at positions `from[p] <= offset < to[p]` of each
 /// partition `p` named in both (next-offset form: `to` is where a reader
 /// that read up to there would continue), ordered by partition and offset.
-/// A partition that `from` does not name is not read. At most `limit`
-/// records in all, within `timeout`; a record the broker counts and does
-/// not serve fails the read. Blocking: call it from
-/// `spawn_blocking`.
+/// A partition that `from` does not name is not read. A partition where
+/// `from` is ahead of `to` has nothing to read, unless `from` is past the
+/// partition's end at the broker: then no reader was ever there, and the
+/// read fails with [`RangeError::PastEnd`]. At most `limit` records in
+/// all, within `timeout`; a record the broker counts and does not serve
+/// fails the read. Blocking: call it from `spawn_blocking`.
 pub fn read_range(
     bootstrap: &str,
     topic: &str,
@@ -66,12 +80,21 @@ pub fn read_range(
     limit: i64,
     timeout: Duration,
 ) -> Result<Vec<TailedEvent>, RangeError> {
-    let todo: HashMap<i32, (i64, i64)> = from
+    let named: Vec<(i32, i64, i64)> = from
         .iter()
-        .filter_map(|(p, &start)| to.get(p).map(|&end| (*p, (start, end))))
-        .filter(|(_, (start, end))| start < end)
+        .filter_map(|(p, &start)| to.get(p).map(|&end| (*p, start, end)))
         .collect();
-    if todo.is_empty() {
+    let ahead: Vec<(i32, i64)> = named
+        .iter()
+        .filter(|(_, start, end)| start > end)
+        .map(|&(p, start, _)| (p, start))
+        .collect();
+    let todo: HashMap<i32, (i64, i64)> = named
+        .iter()
+        .filter(|(_, start, end)| start < end)
+        .map(|&(p, start, end)| (p, (start, end)))
+        .collect();
+    if todo.is_empty() && ahead.is_empty() {
         return Ok(Vec::new());
     }
     let records: i64 = todo.values().map(|(start, end)| end - start).sum();
@@ -81,6 +104,19 @@ pub fn read_range(
     let consumer: BaseConsumer =
         crate::topic_reader::reader_config(bootstrap, "chatlab-catch-up").create()?;
     let deadline = Instant::now() + timeout;
+    for (p, start) in ahead {
+        let (_, high) = consumer.fetch_watermarks(topic, p, timeout)?;
+        if start > high {
+            return Err(RangeError::PastEnd {
+                partition: p,
+                from: start,
+                end: high,
+            });
+        }
+    }
+    if todo.is_empty() {
+        return Ok(Vec::new());
+    }
     let mut assignment = TopicPartitionList::new();
     for (&p, &(start, _)) in &todo {
         let (low, _) = consumer.fetch_watermarks(topic, p, timeout)?;

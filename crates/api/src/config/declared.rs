@@ -207,8 +207,9 @@ pub struct DeclaredSettings {
     )]
     pub ops_addr: SocketAddr,
 
-    /// A request body must arrive within this long of its headers (408 beyond); a client that
-    /// trickles it holds no database connection meanwhile
+    /// A request body must arrive within this long of its headers, on both listeners (408
+    /// beyond, and the connection closes); a client that trickles it holds no database
+    /// connection meanwhile
     #[arg(
         long,
         global = true,
@@ -219,8 +220,8 @@ pub struct DeclaredSettings {
     )]
     pub http_body_timeout_ms: u64,
 
-    /// Request headers must arrive within this long of the connection's first byte (408
-    /// beyond; actix's `client_request_timeout`)
+    /// Request headers must arrive within this long of the connection's first byte, on both
+    /// listeners (408 beyond; actix's `client_request_timeout`)
     #[arg(
         long,
         global = true,
@@ -421,6 +422,31 @@ pub struct DeclaredSettings {
         help_heading = "Live delivery"
     )]
     pub live_fetch_wait_ms: u64,
+
+    /// Most live streams (`GET /v1/events` and `GET /v1/ws` together) one user may hold on
+    /// this instance, for their few devices; one more is a 429 with `Retry-After`
+    #[arg(
+        long,
+        global = true,
+        env = "LIVE_MAX_STREAMS_PER_USER",
+        default_value = "16",
+        value_parser = RangedU64ValueParser::<usize>::new().range(1..=4096),
+        help_heading = "Live delivery"
+    )]
+    pub live_max_streams_per_user: usize,
+
+    /// Most live streams of all users on this instance; one more is a 429 with `Retry-After`.
+    /// Must be below `HTTP_WORKERS` × `HTTP_MAX_CONNECTIONS_PER_WORKER`, so that streams
+    /// always leave connections for requests [default: half of HTTP_WORKERS ×
+    /// HTTP_MAX_CONNECTIONS_PER_WORKER]
+    #[arg(
+        long,
+        global = true,
+        env = "LIVE_MAX_STREAMS",
+        value_parser = RangedU64ValueParser::<usize>::new().range(1..),
+        help_heading = "Live delivery"
+    )]
+    pub live_max_streams: Option<usize>,
 
     /// How long an `Idempotency-Key` is remembered; a retry after it writes again
     #[arg(

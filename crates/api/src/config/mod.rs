@@ -171,6 +171,10 @@ pub struct LiveSettings {
     pub catch_up_records: u64,
     /// Longest a live tail's fetch waits at the broker.
     pub fetch_wait: Duration,
+    /// Most streams one user may hold on this instance.
+    pub max_streams_per_user: usize,
+    /// Most streams on this instance, all users together.
+    pub max_streams: usize,
 }
 
 /// Everything the server needs.
@@ -236,6 +240,8 @@ impl Settings {
             retention: Duration::from_secs(d.kafka_receipt_retention_secs),
             ..LedgerSettings::for_topic(&d.kafka_topic)
         };
+        let workers = d.http_workers.unwrap_or(cores).max(1);
+        let connections = workers.saturating_mul(d.http_max_connections_per_worker);
         let settings = Self {
             http: HttpSettings {
                 addr: d.http_addr,
@@ -243,7 +249,7 @@ impl Settings {
                 body_timeout: Duration::from_millis(d.http_body_timeout_ms),
                 header_timeout: Duration::from_millis(d.http_header_timeout_ms),
                 max_connections_per_worker: d.http_max_connections_per_worker,
-                workers: d.http_workers.unwrap_or(cores).max(1),
+                workers,
                 json_limit_bytes: d.http_json_limit_bytes,
                 import_limit_bytes: d.http_import_limit_bytes,
                 shutdown_timeout: Duration::from_secs(d.http_shutdown_timeout_secs),
@@ -273,6 +279,8 @@ impl Settings {
                 heartbeat: Duration::from_secs(d.live_heartbeat_secs),
                 catch_up_records: d.live_catch_up_records,
                 fetch_wait: Duration::from_millis(d.live_fetch_wait_ms),
+                max_streams_per_user: d.live_max_streams_per_user,
+                max_streams: d.live_max_streams.unwrap_or(connections / 2).max(1),
             },
             limits: Limits {
                 chat_max_members: d.chat_max_members,
@@ -300,7 +308,32 @@ impl Settings {
         };
         settings.check_broker_wait_fits_in_a_transaction()?;
         settings.check_keys_match_the_algorithm()?;
+        settings.check_streams_leave_room_for_requests()?;
         Ok(settings)
+    }
+
+    /// A live stream holds its connection for as long as the client
+    /// listens; were every connection a worker takes a stream, no request
+    /// (`/healthz` included) would get in. So `LIVE_MAX_STREAMS` must stay
+    /// below the connections the workers take.
+    fn check_streams_leave_room_for_requests(&self) -> Result<(), ConfigError> {
+        let connections = self
+            .http
+            .workers
+            .saturating_mul(self.http.max_connections_per_worker);
+        if self.live.max_streams < connections {
+            return Ok(());
+        }
+        Err(ConfigError::Invalid {
+            var: "LIVE_MAX_STREAMS".to_owned(),
+            value: self.live.max_streams.to_string(),
+            reason: format!(
+                "must be below HTTP_WORKERS × HTTP_MAX_CONNECTIONS_PER_WORKER ({} × {} = \
+                 {connections}): streams would take every connection and leave none for \
+                 requests",
+                self.http.workers, self.http.max_connections_per_worker
+            ),
+        })
     }
 
     /// HS256 takes a secret and no key file; EdDSA and RS256 take a public
@@ -527,6 +560,34 @@ mod tests {
         ] {
             assert!(Settings::from_vars(vars(&ok)).is_ok(), "{ok:?}");
         }
+    }
+
+    #[test]
+    fn streams_take_half_the_connections_by_default_and_never_all() {
+        let s = Settings::from_vars(vars(&[
+            ("HTTP_WORKERS", "2"),
+            ("HTTP_MAX_CONNECTIONS_PER_WORKER", "2048"),
+        ]))
+        .unwrap();
+        assert_eq!(s.live.max_streams, 2048);
+        assert_eq!(s.live.max_streams_per_user, 16);
+        let err = Settings::from_vars(vars(&[
+            ("HTTP_WORKERS", "2"),
+            ("HTTP_MAX_CONNECTIONS_PER_WORKER", "100"),
+            ("LIVE_MAX_STREAMS", "200"),
+        ]))
+        .unwrap_err();
+        assert!(
+            matches!(&err, ConfigError::Invalid { var, .. } if var == "LIVE_MAX_STREAMS"),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("2 × 100 = 200"), "{err}");
+        let ok = Settings::from_vars(vars(&[
+            ("HTTP_WORKERS", "2"),
+            ("HTTP_MAX_CONNECTIONS_PER_WORKER", "100"),
+            ("LIVE_MAX_STREAMS", "199"),
+        ]));
+        assert_eq!(ok.map(|s| s.live.max_streams).ok(), Some(199));
     }
 
     #[test]

@@ -40,8 +40,9 @@ pub enum CatchUp {
     /// The events it missed, as frames in order, and their ids.
     Frames(Vec<Frame>, Vec<Uuid>),
     /// Its cursor cannot be caught up from the topic (too far behind, gone
-    /// from the topic, or the broker did not answer): it must reload what
-    /// it shows through the REST API. The reason, for the client.
+    /// from the topic, past its end, of an earlier life of it, or the
+    /// broker did not answer): it must reload what it shows through the
+    /// REST API. The reason, for the client.
     Reset(String),
 }
 
@@ -59,6 +60,13 @@ pub async fn read(
             "this server does not follow the event topic yet; reload and reconnect".to_owned(),
         );
     };
+    if from.life() != to.life() {
+        return CatchUp::Reset(
+            "Last-Event-ID is from an earlier life of the event topic, or another topic (an \
+             embedded broker's topic starts again with every server start); reload and reconnect"
+                .to_owned(),
+        );
+    }
     let (bootstrap, topic) = (source.bootstrap.clone(), source.topic.clone());
     let (from_p, to_p) = (from.positions(), to.positions());
     let limit = i64::try_from(source.limit).unwrap_or(i64::MAX);
@@ -82,6 +90,10 @@ pub async fn read(
                 "the events after Last-Event-ID cannot be replayed ({e}); reload and reconnect"
             ))
         }
+        Ok(Err(e @ RangeError::PastEnd { .. })) => CatchUp::Reset(format!(
+            "Last-Event-ID is ahead of the event topic ({e}): it was not sent for the topic as \
+             it is now; reload and reconnect"
+        )),
         Ok(Err(e)) => {
             tracing::warn!(error = %e, "live catch-up: the topic could not be read");
             CatchUp::Reset(

@@ -25,6 +25,7 @@ use uuid::Uuid;
 
 use chatlab_domain::{Event, EventPayload};
 
+use super::budget::{Refusal, StreamBudget};
 use super::cursor::Cursor;
 use super::membership::{Membership, change_of};
 
@@ -162,6 +163,7 @@ pub struct FanOut {
 #[derive(Default)]
 pub struct Hub {
     state: Mutex<State>,
+    budget: StreamBudget,
 }
 
 impl std::fmt::Debug for Hub {
@@ -188,6 +190,19 @@ pub struct Registration {
 }
 
 impl Hub {
+    /// A hub admitting the streams `budget` allows, on a topic in its life
+    /// `life` (the embedded broker's; `None` for an outside broker): every
+    /// cursor it hands out names that life.
+    pub fn new(budget: StreamBudget, life: Option<u64>) -> Self {
+        Self {
+            state: Mutex::new(State {
+                position: Cursor::default().in_life(life),
+                ..State::default()
+            }),
+            budget,
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while the lock was held leaves plain maps behind: use them.
         self.state
@@ -249,11 +264,20 @@ impl Hub {
     /// Registers a connection of `user`, with a buffer of `buffer` frames;
     /// `floor` is a resumed client's cursor (what is before it is not
     /// delivered again). It receives nothing until [`Hub::receive`] tells
-    /// it its chats; what is fanned out until then is held for it.
-    pub fn register(&self, user: Uuid, buffer: usize, floor: Option<Cursor>) -> Registration {
+    /// it its chats; what is fanned out until then is held for it. Refused
+    /// when the user, or the instance, holds as many connections as the
+    /// budget allows.
+    pub fn register(
+        &self,
+        user: Uuid,
+        buffer: usize,
+        floor: Option<Cursor>,
+    ) -> Result<Registration, Refusal> {
+        let mut s = self.lock();
+        let of_user = s.by_user.get(&user).map_or(0, HashSet::len);
+        self.budget.admits(of_user, s.connections.len())?;
         let (tx, rx) = mpsc::channel(buffer.max(1));
         let state = Arc::new(ConnectionState::default());
-        let mut s = self.lock();
         let at = (!s.position.is_empty()).then(|| s.position.clone());
         let floor = floor.filter(|f| !s.position.covers(f));
         s.next_id += 1;
@@ -273,12 +297,12 @@ impl Hub {
                 seen_order: VecDeque::new(),
             },
         );
-        Registration {
+        Ok(Registration {
             id,
             frames: rx,
             state,
             at,
-        }
+        })
     }
 
     /// Connection `id` is a member of `chats` (as the database said while
@@ -521,7 +545,7 @@ mod tests {
         buffer: usize,
         floor: Option<Cursor>,
     ) -> Registration {
-        let registration = hub.register(user, buffer, floor);
+        let registration = hub.register(user, buffer, floor).unwrap();
         hub.receive(registration.id, chats);
         registration
     }
@@ -641,7 +665,7 @@ mod loading_tests {
         let hub = Hub::default();
         hub.follow(&Cursor::parse("0:0").unwrap());
         let (bob, chat, other) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
-        let mut b = hub.register(bob, 8, None);
+        let mut b = hub.register(bob, 8, None).unwrap();
         let (first, foreign) = (message(chat), message(other));
         hub.fan_out(&first, 0, 0, &[]);
         hub.fan_out(&foreign, 0, 1, &[]);
@@ -666,7 +690,7 @@ mod loading_tests {
             Uuid::now_v7(),
             Uuid::now_v7(),
         );
-        let mut b = hub.register(bob, 8, None);
+        let mut b = hub.register(bob, 8, None).unwrap();
         let before_join = message(joined);
         let addition = Event::members_added(
             &AddMembers {
@@ -712,7 +736,7 @@ mod loading_tests {
         hub.follow(&Cursor::parse("0:0").unwrap());
         let chat = Uuid::now_v7();
         let _other = connect(&hub, Uuid::now_v7(), &[chat], 8, None);
-        let b = hub.register(Uuid::now_v7(), 8, None);
+        let b = hub.register(Uuid::now_v7(), 8, None).unwrap();
         let event = message(Uuid::now_v7());
         for offset in 0..=i64::try_from(HELD_WHILE_LOADING).unwrap() {
             hub.fan_out(&event, 0, offset, &[]);
@@ -780,6 +804,44 @@ mod resume_tests {
         hub.remember(a.id, &[event.event_id]);
         assert_eq!(hub.fan_out(&event, 0, 0, &[]).duplicates, 1);
         assert!(a.frames.try_recv().is_err());
+    }
+
+    #[test]
+    fn the_budget_refuses_a_users_stream_past_its_limit_until_one_ends() {
+        let budget = StreamBudget {
+            per_user: 2,
+            total: 3,
+        };
+        let hub = Hub::new(budget, None);
+        let (ada, bob, eve) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
+        let first = hub.register(ada, 8, None).unwrap();
+        let _second = hub.register(ada, 8, None).unwrap();
+        assert_eq!(
+            hub.register(ada, 8, None).err(),
+            Some(Refusal::User { limit: 2 })
+        );
+        let _bobs = hub.register(bob, 8, None).unwrap();
+        assert_eq!(
+            hub.register(eve, 8, None).err(),
+            Some(Refusal::Instance { limit: 3 })
+        );
+        hub.unregister(first.id);
+        assert!(
+            hub.register(ada, 8, None).is_ok(),
+            "its place is free again"
+        );
+    }
+
+    #[test]
+    fn every_cursor_names_the_topics_life() {
+        let hub = Hub::new(StreamBudget::default(), Some(42));
+        hub.follow(&Cursor::parse("0:0").unwrap());
+        let chat = Uuid::now_v7();
+        let mut a = connect(&hub, Uuid::now_v7(), &[chat], 8, None);
+        assert_eq!(a.at.as_ref().unwrap().to_string(), "0:0@42");
+        hub.fan_out(&message(chat), 0, 0, &[]);
+        assert_eq!(id_of(&a.frames.try_recv().unwrap()), "0:1@42");
+        assert_eq!(hub.position_for(a.id).unwrap().to_string(), "0:1@42");
     }
 
     #[test]

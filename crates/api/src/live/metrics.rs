@@ -1,11 +1,21 @@
 //! Live delivery's counters on `/metrics`.
 
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
 use chatlab_persistence::pool_metrics::latency_buckets;
+
+/// Label of the refused streams: which limit refused them (`user` or
+/// `instance`).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RefusedLabel {
+    /// The limit.
+    pub reason: &'static str,
+}
 
 /// Live delivery metrics.
 #[derive(Debug, Clone)]
@@ -26,6 +36,8 @@ pub struct LiveMetrics {
     pub caught_up: Counter,
     /// Reconnections told to reload (`reset`).
     pub resets: Counter,
+    /// Streams refused by a limit (429), by limit.
+    pub refused: Family<RefusedLabel, Counter>,
     /// Records of the topic this instance's tail has not read, per
     /// partition.
     pub lag: chatlab_kafka::live_tail::TailLag,
@@ -53,6 +65,7 @@ impl LiveMetrics {
             resumed: Counter::default(),
             caught_up: Counter::default(),
             resets: Counter::default(),
+            refused: Family::default(),
             lag: chatlab_kafka::live_tail::TailLag::default(),
             delay: Histogram::new(latency_buckets()),
         };
@@ -95,6 +108,11 @@ impl LiveMetrics {
             "chatlab_live_resets",
             "Reconnections that could not be caught up and were told to reload",
             m.resets.clone(),
+        );
+        registry.register(
+            "chatlab_live_refused",
+            "Streams refused (429) because their user (LIVE_MAX_STREAMS_PER_USER) or this instance (LIVE_MAX_STREAMS) held as many as allowed",
+            m.refused.clone(),
         );
         registry.register(
             "chatlab_live_consumer_lag",

@@ -7,11 +7,18 @@
 //!
 //! Instances share nothing but the database and the broker: a member
 //! connected to any instance receives what was written on any other.
+//!
+//! A stream holds its connection for as long as its client listens, so
+//! streams have a budget of their own ([`budget`]): per user and per
+//! instance, below the connections the workers take; and only a user who
+//! exists may hold one ([`known_users`]).
 
+pub mod budget;
 pub mod catch_up;
 pub mod cursor;
 pub mod dispatch;
 pub mod hub;
+pub mod known_users;
 pub mod membership;
 pub mod metrics;
 pub mod socket;
@@ -22,7 +29,9 @@ mod test_events;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use budget::StreamBudget;
 pub use hub::Hub;
+pub use known_users::KnownUsers;
 pub use metrics::LiveMetrics;
 
 /// What the streaming endpoint needs, as app data.
@@ -30,12 +39,18 @@ pub use metrics::LiveMetrics;
 pub struct Live {
     /// This instance's connections.
     pub hub: Arc<Hub>,
+    /// The users lately found to exist, or not.
+    pub known: Arc<KnownUsers>,
     /// The counters.
     pub metrics: LiveMetrics,
     /// Frames a connection may have waiting before it is dropped.
     pub buffer: usize,
     /// Period of the heartbeat comment on an idle connection.
     pub heartbeat: Duration,
+    /// What a stream refused by its budget is told to wait
+    /// (`Retry-After`): two heartbeats, by when a stream whose client has
+    /// gone has been written to, found gone, and freed.
+    pub retry_after: Duration,
     /// Where a reconnecting client's catch-up reads.
     pub source: catch_up::TopicSource,
 }

@@ -12,13 +12,16 @@ use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use super::Live;
+use super::budget::Refusal;
 use super::catch_up::{self, CatchUp};
 use super::cursor::Cursor;
 use super::hub::{Frame, Hub, Registration};
 use super::metrics::LiveMetrics;
 use crate::auth::Caller;
+use crate::http_limits::carries_body;
 use crate::problem::{ApiError, Problem};
 use crate::state::AppState;
+use chatlab_auth::TokenRejection;
 
 /// The caller's live feed: every event of every chat the caller is a member
 /// of, as Server-Sent Events (`event:` its type, `data:` its JSON, `id:` a
@@ -33,18 +36,27 @@ use crate::state::AppState;
 /// feed, each event once. Where they cannot be replayed (too far behind,
 /// gone from the topic, or the broker does not answer) the stream starts
 /// with a `reset` event instead: reload through the REST API, then carry
-/// on with this stream. A client that reads too slowly for the server's
+/// on with this stream. So does an id past the end of the topic, or from
+/// an earlier life of it (the embedded broker's topic starts again with
+/// each server start). A client that reads too slowly for the server's
 /// buffer gets a last `overflow` event and the stream ends: reconnect with
 /// the last id received.
+///
+/// A user holds at most `LIVE_MAX_STREAMS_PER_USER` streams (this one and
+/// `GET /v1/ws` together) on an instance, and an instance at most
+/// `LIVE_MAX_STREAMS`: one more is a 429 with `Retry-After`. The token's
+/// user must exist.
 #[utoipa::path(
     tag = "live",
     params(
-        ("Last-Event-ID" = Option<String>, Header, description = "The `id:` of the last event received, to resume after it", max_length = 16384, pattern = "^[0-9]+:[0-9]+(,[0-9]+:[0-9]+)*$"),
+        ("Last-Event-ID" = Option<String>, Header, description = "The `id:` of the last event received, to resume after it", max_length = 16384, pattern = "^[0-9]+:[0-9]+(,[0-9]+:[0-9]+)*(@[0-9]+)?$"),
     ),
     responses(
         (status = 200, description = "The event stream (text/event-stream)", body = String, content_type = "text/event-stream"),
-        (status = 400, description = "`Last-Event-ID` is not an id this stream sent", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid bearer token", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "`Last-Event-ID` is not an id this stream sent, or the request has a body", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid bearer token, or its user does not exist", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "The caller holds `LIVE_MAX_STREAMS_PER_USER` streams already, or this instance `LIVE_MAX_STREAMS`; retry after `Retry-After` seconds", body = Problem, content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait before opening a stream again"))),
         (status = 503, description = "Database unavailable: the caller's chats could not be read", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -55,6 +67,7 @@ pub async fn events(
     state: web::Data<AppState>,
     live: web::Data<Live>,
 ) -> Result<HttpResponse, ApiError> {
+    refuse_a_body(&request)?;
     let resume = last_event_id(&request)?;
     let feed = open(caller, resume, &state, &live).await?;
     Ok(HttpResponse::Ok()
@@ -84,6 +97,18 @@ pub(crate) fn last_event_id(request: &HttpRequest) -> Result<Option<Cursor>, Api
         .transpose()
 }
 
+/// A stream's request carries no body: one that never ended would hold
+/// the connection past the body timeout for as long as the stream lasts.
+pub(crate) fn refuse_a_body(request: &HttpRequest) -> Result<(), ApiError> {
+    if carries_body(request.headers()) {
+        return Err(ApiError::BadRequest(
+            "a live stream's request carries no body (no Content-Length, no Transfer-Encoding)"
+                .to_owned(),
+        ));
+    }
+    Ok(())
+}
+
 /// The query form of `Last-Event-ID`.
 #[derive(Debug, serde::Deserialize)]
 struct ResumeQuery {
@@ -92,7 +117,8 @@ struct ResumeQuery {
 
 /// Opens the caller's feed: registered in the hub with the chats it is a
 /// member of, and, when it resumes, what it missed (or a `reset`) ahead of
-/// the live frames.
+/// the live frames. Refused when the caller is no user, or holds (or the
+/// instance holds) as many streams as allowed.
 pub(crate) async fn open(
     caller: Caller,
     resume: Option<Cursor>,
@@ -100,10 +126,16 @@ pub(crate) async fn open(
     live: &Live,
 ) -> Result<Feed, ApiError> {
     let user = caller.0.as_uuid();
+    if !live.known.exists(&state.store, caller.0).await? {
+        return Err(ApiError::Unauthorized(TokenRejection::UnknownUser));
+    }
     // Registered before the chats are read, so an event of a chat created
     // meanwhile finds the caller connected; and before the catch-up, whose
     // range ends where the live feed starts.
-    let registration = live.hub.register(user, live.buffer, resume.clone());
+    let registration = live
+        .hub
+        .register(user, live.buffer, resume.clone())
+        .map_err(|refusal| refused(refusal, live))?;
     let mut feed = Feed {
         hub: live.hub.clone(),
         metrics: live.metrics.clone(),
@@ -147,6 +179,20 @@ pub(crate) async fn open(
         }
     }
     Ok(feed)
+}
+
+/// A stream the budget refused, counted, as its 429.
+fn refused(refusal: Refusal, live: &Live) -> ApiError {
+    live.metrics
+        .refused
+        .get_or_create(&super::metrics::RefusedLabel {
+            reason: refusal.label(),
+        })
+        .inc();
+    ApiError::TooManyStreams {
+        detail: refusal.to_string(),
+        retry_after_secs: live.retry_after.as_secs().max(1),
+    }
 }
 
 /// One connection's side of the hub; dropping it (the client went away)

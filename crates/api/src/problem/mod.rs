@@ -109,6 +109,17 @@ pub enum ApiError {
     },
     /// The body did not arrive within `HTTP_BODY_TIMEOUT_MS`.
     RequestTimeout(String),
+    /// The request's URI is longer than the server reads.
+    UriTooLong(String),
+    /// The request's headers are larger than the server reads.
+    HeadersTooLarge(String),
+    /// A live stream refused by a stream limit.
+    TooManyStreams {
+        /// Which limit, and what to do.
+        detail: String,
+        /// Seconds after which a retry may be admitted (`Retry-After`).
+        retry_after_secs: u64,
+    },
     /// No valid bearer token.
     Unauthorized(TokenRejection),
     /// The caller is a member but only the owner may do this.
@@ -158,6 +169,12 @@ impl ApiError {
             Self::NoRoute(_) => ("no-route", "No such endpoint"),
             Self::MethodNotAllowed { .. } => ("method-not-allowed", "Method not allowed"),
             Self::RequestTimeout(_) => ("request-timeout", "The request body came too slowly"),
+            Self::UriTooLong(_) => ("uri-too-long", "The request URI is too long"),
+            Self::HeadersTooLarge(_) => (
+                "header-fields-too-large",
+                "The request headers are too large",
+            ),
+            Self::TooManyStreams { .. } => ("too-many-streams", "Too many live streams"),
             Self::Unauthorized(_) => ("unauthorized", "Authentication required"),
             Self::NotTheOwner(_) => ("not-the-owner", "Only the chat's owner may do this"),
             Self::Forbidden(_) => ("not-a-member", "Not a member of the chat"),
@@ -192,6 +209,9 @@ impl ApiError {
             | Self::NotFound(d)
             | Self::NoRoute(d)
             | Self::RequestTimeout(d)
+            | Self::UriTooLong(d)
+            | Self::HeadersTooLarge(d)
+            | Self::TooManyStreams { detail: d, .. }
             | Self::NotTheOwner(d)
             | Self::Forbidden(d)
             | Self::Conflict(d)
@@ -347,6 +367,9 @@ impl ResponseError for ApiError {
             Self::NotFound(_) | Self::NoRoute(_) => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Self::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
+            Self::UriTooLong(_) => StatusCode::URI_TOO_LONG,
+            Self::HeadersTooLarge(_) => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            Self::TooManyStreams { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::Forbidden(_) | Self::NotTheOwner(_) => StatusCode::FORBIDDEN,
             Self::Conflict(_)
@@ -376,9 +399,19 @@ impl ResponseError for ApiError {
             Self::MethodNotAllowed { allow } => {
                 response.insert_header((header::ALLOW, allow.join(", ")));
             }
-            Self::RequestTimeout(_) => {
-                // The rest of the body may still be on its way.
-                response.insert_header((header::CONNECTION, "close"));
+            Self::RequestTimeout(_) | Self::UriTooLong(_) | Self::HeadersTooLarge(_) => {
+                // The rest of the request may still be on its way. (actix
+                // writes the `Connection` header from the response's
+                // connection type, never from a header set here.)
+                response.force_close();
+            }
+            Self::TooManyStreams {
+                retry_after_secs, ..
+            } => {
+                response.insert_header((header::RETRY_AFTER, retry_after_secs.to_string()));
+                // Its client is told to come back later: the connection is
+                // not kept for it meanwhile.
+                response.force_close();
             }
             _ => {}
         }

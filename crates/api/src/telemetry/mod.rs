@@ -1,7 +1,9 @@
 //! Logs and traces through `tracing`.
 //!
 //! Logs: `RUST_LOG` (or `--rust-log`) filters, default `info`;
-//! `LOG_FORMAT=json|pretty` picks the output. A finished request is logged at
+//! `LOG_FORMAT=json|pretty` picks the output. What a client can make actix
+//! log at will (a request head it cannot parse) is let through once per
+//! 10 s ([`throttle`]). A finished request is logged at
 //! `debug` when it succeeded (so that a load run at the default level does
 //! not measure its own logging), `warn` for a 4xx and `error` for a 5xx.
 //!
@@ -15,6 +17,7 @@
 pub mod export_metrics;
 pub mod otlp;
 mod request_span;
+pub mod throttle;
 pub mod trace_headers;
 
 pub use request_span::RequestSpan;
@@ -24,7 +27,7 @@ use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing::Metadata;
 use tracing::subscriber::Interest;
 use tracing_log::AsLog as _;
-use tracing_subscriber::filter::{DynFilterFn, EnvFilter, LevelFilter};
+use tracing_subscriber::filter::{DynFilterFn, EnvFilter, FilterExt as _, LevelFilter};
 use tracing_subscriber::layer::Context;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::registry::LookupSpan;
@@ -82,7 +85,9 @@ pub fn install(format: LogFormat, filter: &str, provider: Option<&SdkTracerProvi
         } else {
             LevelFilter::OFF
         });
-    let subscriber = Registry::default().with(fmt.with_filter(filter)).with(otel);
+    let subscriber = Registry::default()
+        .with(fmt.with_filter(filter.and(throttle::Throttle::default())))
+        .with(otel);
     let installed = tracing::subscriber::set_global_default(subscriber).is_ok();
     if installed {
         // Fails only when a `log` logger is already set: then that one stays.

@@ -89,6 +89,31 @@ fn now_secs() -> u64 {
         .as_secs()
 }
 
+/// `claims` signed with HS256 and `secret` (RFC 2104's HMAC over SHA-256,
+/// written out so a test can sign claims `TokenKeys` would never issue).
+fn hs256_signed(secret: &[u8], claims: &Value) -> String {
+    use base64::Engine as _;
+    use sha2::{Digest, Sha256};
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let signing_input = format!(
+        "{}.{}",
+        b64.encode(json!({"alg": "HS256", "typ": "JWT"}).to_string()),
+        b64.encode(claims.to_string())
+    );
+    let mut key = [0u8; 64];
+    key[..secret.len()].copy_from_slice(secret);
+    let pad = |byte: u8| key.iter().map(|k| k ^ byte).collect::<Vec<u8>>();
+    let inner = Sha256::new()
+        .chain_update(pad(0x36))
+        .chain_update(signing_input.as_bytes())
+        .finalize();
+    let mac = Sha256::new()
+        .chain_update(pad(0x5c))
+        .chain_update(inner)
+        .finalize();
+    format!("{signing_input}.{}", b64.encode(mac))
+}
+
 /// `header.payload.` base64url, unsigned.
 fn unsigned(header: &Value, payload: &Value) -> String {
     use base64::Engine as _;
@@ -175,6 +200,18 @@ async fn bad_tokens_are_refused_with_invalid_token() {
             "algorithm",
         ),
         ("not a JWT", "Bearer not-a-jwt".to_owned(), ""),
+        (
+            "not valid before tomorrow (nbf)",
+            format!(
+                "Bearer {}",
+                hs256_signed(
+                    TEST_JWT_SECRET.as_bytes(),
+                    &json!({"sub": me.to_string(), "iss": "chatlab", "iat": now_secs(),
+                            "exp": now_secs() + 2 * 86_400, "nbf": now_secs() + 86_400})
+                )
+            ),
+            "not valid yet",
+        ),
     ];
     for (what, authorization, says) in cases {
         let resp = app
@@ -201,6 +238,25 @@ async fn bad_tokens_are_refused_with_invalid_token() {
             "the token is never echoed"
         );
     }
+    // The same signing, with `nbf` in the past, is accepted: the case
+    // above failed on its `nbf` alone.
+    let started = hs256_signed(
+        TEST_JWT_SECRET.as_bytes(),
+        &json!({"sub": me.to_string(), "iss": "chatlab", "iat": now_secs(),
+                "exp": now_secs() + 600, "nbf": now_secs() - 60}),
+    );
+    let resp = app
+        .client
+        .get(app.url(&format!("/v1/users/{me}")))
+        .header("authorization", format!("Bearer {started}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.status(),
+        StatusCode::OK,
+        "a token whose nbf has passed"
+    );
     // Another scheme is a malformed request, not a bad token.
     let resp = app
         .client

@@ -15,30 +15,30 @@ use crate::events::{post_chat, spawn_on_tansu};
 use crate::support::{TestApp, spawn_on_shared};
 
 /// One event as the stream carried it: its type and its data.
-type Received = (String, Value);
+pub type Received = (String, Value);
 
 /// A frame as read: its type (empty for a frame that only moves the id),
 /// its data, its id.
 type Frame = (String, Value, Option<String>);
 
 /// A subscriber's events, read by a task of its own.
-struct Subscriber {
+pub struct Subscriber {
     events: mpsc::UnboundedReceiver<Frame>,
     reader: tokio::task::JoinHandle<()>,
     /// The id of the last frame taken with `next`, as a client would keep
     /// it for `Last-Event-ID`.
-    last_id: Option<String>,
+    pub last_id: Option<String>,
 }
 
 impl Subscriber {
     /// Opens `GET /v1/events` on `app` as `user`; returns once the server
     /// answered (the connection is registered by then).
-    async fn connect(app: &TestApp, user: Uuid) -> Self {
+    pub async fn connect(app: &TestApp, user: Uuid) -> Self {
         Self::resume(app, user, None).await
     }
 
     /// Opens `GET /v1/events`, resuming after `last_id` if given.
-    async fn resume(app: &TestApp, user: Uuid, last_id: Option<&str>) -> Self {
+    pub async fn resume(app: &TestApp, user: Uuid, last_id: Option<&str>) -> Self {
         let mut request = app
             .client
             .get(app.url("/v1/events"))
@@ -89,7 +89,7 @@ impl Subscriber {
 
     /// The next event, within 30 s (frames that only move the id, such as
     /// heartbeats, move `last_id` and are skipped).
-    async fn next(&mut self) -> Received {
+    pub async fn next(&mut self) -> Received {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         loop {
             let (kind, data, id) = tokio::time::timeout_at(deadline, self.events.recv())
@@ -107,7 +107,7 @@ impl Subscriber {
 
     /// Closes the connection, as a client that lost its network would;
     /// returns the id it would resume from.
-    fn disconnect(self) -> Option<String> {
+    pub fn disconnect(self) -> Option<String> {
         self.reader.abort();
         self.last_id
     }
@@ -115,7 +115,7 @@ impl Subscriber {
     /// The next event that is not a `chat.created`: the outbox relay may
     /// publish the creation of a chat made before the subscriber connected
     /// after it did.
-    async fn next_after_creation(&mut self) -> Received {
+    pub async fn next_after_creation(&mut self) -> Received {
         loop {
             let received = self.next().await;
             if received.0 != "chat.created" {

@@ -136,6 +136,48 @@ fn a_subject_that_is_no_user_id_is_refused() {
     assert_eq!(keys.verify(&signed), Err(TokenRejection::BadSubject));
 }
 
+/// A token signed with [`SECRET`] carrying `nbf` (seconds from now, may
+/// be negative).
+fn starting_in(secs: i64) -> String {
+    let now = get_current_timestamp();
+    let claims = serde_json::json!({
+        "sub": Uuid::now_v7().to_string(),
+        "iss": "chatlab",
+        "iat": now,
+        "exp": now + 2 * 86_400,
+        "nbf": now.saturating_add_signed(secs),
+    });
+    let signed = jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+        &claims,
+        &jsonwebtoken::EncodingKey::from_secret(SECRET).unwrap(),
+    );
+    match signed {
+        Ok(t) => t,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+#[test]
+fn a_token_not_valid_yet_is_refused_past_the_leeway() {
+    let keys = hs256(SECRET);
+    assert_eq!(
+        keys.verify(&starting_in(86_400)),
+        Err(TokenRejection::NotYetValid),
+        "valid from tomorrow"
+    );
+    assert_eq!(
+        keys.verify(&starting_in(120)),
+        Err(TokenRejection::NotYetValid),
+        "two minutes ahead is past the 60 s leeway"
+    );
+    assert!(keys.verify(&starting_in(30)).is_ok(), "within the leeway");
+    assert!(
+        keys.verify(&starting_in(-3600)).is_ok(),
+        "started an hour ago"
+    );
+}
+
 #[test]
 fn missing_claims_are_refused() {
     let keys = hs256(SECRET);
