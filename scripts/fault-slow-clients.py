@@ -3,17 +3,17 @@
 one fresh server per mode:
 
 - content-length: SOCKETS sockets send a request's headers
-  (Content-Length: 1000) and one byte of its body, then nothing. Issue 13
-  found a server that waited on such sockets forever.
+  (Content-Length: 1000) and one byte of its body, then nothing. An
+  earlier server waited on such sockets forever.
 - chunked: FLOOD sockets (default min(SOCKETS, 4200)) send a request with
   `Transfer-Encoding: chunked` and one chunk, then stall (even sockets) or
   trickle a chunk a second (odd ones), spread over four routes: GET /healthz
   (200), a protected GET without a token (401), no such route (404) and
-  POST /v1/users (408 once the body timeout passes). Issue 28 found each
-  answered and then held open for good: 4,200 of them filled every
-  connection slot.
-- stream-flood: FLOOD `GET /v1/events` with one user's token (issue 28: 4,095
-  accepted, and the public port stopped answering), then FLOOD spread over
+  POST /v1/users (408 once the body timeout passes). An earlier server
+  answered each and then held it open for good: 4,200 of them filled
+  every connection slot.
+- stream-flood: FLOOD `GET /v1/events` with one user's token (an earlier
+  server accepted 4,095, and its public port stopped answering), then FLOOD spread over
   many users, past the instance's stream limit (LIVE_MAX_STREAMS, its
   default or FLOOD/2, whichever is lower).
 
