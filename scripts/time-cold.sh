@@ -70,6 +70,16 @@ for command in "$@"; do
     echo "time-cold: [$n] exit $code after ${secs}s" >&2
 done
 
+# What cargo said each build took, from the logs.
+{
+    echo
+    echo "Builds, as cargo reported them in each log:"
+    echo
+    for log in "$out"/*.log; do
+        grep -h 'Finished `' "$log" | sed "s|^ *|- $(basename "$log"): |"
+    done
+} >>"$out/results.md"
+
 # The runs the commands wrote, kept with the rest.
 for run in "$scratch"/repo/results/*/; do
     name=$(basename "$run")
