@@ -533,45 +533,39 @@ async fn a_stalled_client_is_cut_off_without_delaying_others_on_three_instances(
     // The kernel takes megabytes for a socket that is not read: first
     // fill it with large frames (each addition of 10,000 members names
     // them all, some 390 KB), then the stalled connection's 16-frame
-    // queue with messages.
-    let mut sent = Vec::new();
+    // queue with messages. Each write waits until Bob has it on both
+    // instances before the next: a reader that keeps up is never cut off,
+    // however slowly this machine parses 390 KB frames, while the stalled
+    // one falls behind by every frame.
     let mut newcomers = a.bulk_users(60_000).await;
     newcomers.extend(a.bulk_users(60_000).await);
     let additions = format!("/v1/chats/{chat}/members");
-    for group in newcomers.chunks(10_000) {
-        let added = post(
-            &a,
-            ada,
-            &additions,
-            json!({ "user_ids": group }),
-            "after_commit",
-        )
-        .await;
-        sent.push(added["message_id"].as_str().unwrap().to_owned());
-    }
     let messages = format!("/v1/chats/{chat}/messages");
-    for i in 0..40 {
-        let m = post(
-            &a,
-            ada,
-            &messages,
-            json!({ "body": format!("message {i}") }),
-            "after_commit",
-        )
-        .await;
-        sent.push(m["id"].as_str().unwrap().to_owned());
-    }
-    for subscriber in [&mut bobs_on_b, &mut bobs_on_c] {
-        let mut received = Vec::with_capacity(sent.len());
-        while received.len() < sent.len() {
+    let writes = newcomers
+        .chunks(10_000)
+        .map(|group| {
+            (
+                additions.as_str(),
+                json!({ "user_ids": group }),
+                "message_id",
+            )
+        })
+        .chain((0..40).map(|i| {
+            let body = json!({ "body": format!("message {i}") });
+            (messages.as_str(), body, "id")
+        }));
+    for (path, body, id_field) in writes {
+        let written = post(&a, ada, path, body, "after_commit").await;
+        let sent = written[id_field].as_str().unwrap().to_owned();
+        for subscriber in [&mut bobs_on_b, &mut bobs_on_c] {
             let (kind, data) = subscriber.next_after_creation().await;
             assert!(kind == "message.sent" || kind == "members.added", "{kind}");
-            received.push(data["message_id"].as_str().unwrap().to_owned());
+            assert_eq!(
+                data["message_id"].as_str(),
+                Some(sent.as_str()),
+                "everything, in order, beside the stalled one"
+            );
         }
-        assert_eq!(
-            received, sent,
-            "everything, in order, beside the stalled one"
-        );
     }
     assert_eq!(
         metric(&b, "chatlab_live_dropped_slow_total").await,
