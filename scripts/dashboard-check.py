@@ -283,6 +283,19 @@ def exemplars(prom, expr, since):
     return [e for series in doc["data"] for e in series.get("exemplars") or []], None
 
 
+def print_scrape_health(prom):
+    """What Prometheus says of its last scrape of chatlab: a failing scrape
+    (a timeout, a parse error) leaves gauges stale and so empty."""
+    status, body = http("GET", f"{prom}/api/v1/targets")
+    if status != 200:
+        print(f"dashboard-check: /api/v1/targets answered {status}")
+        return
+    for target in json.loads(body).get("data", {}).get("activeTargets", []):
+        print(f"dashboard-check: target {target.get('scrapeUrl')}: health {target.get('health')}, "
+              f"last scrape {target.get('lastScrapeDuration', 0):.3f} s, "
+              f"last error {target.get('lastError') or 'none'}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dashboard", type=pathlib.Path,
@@ -353,6 +366,17 @@ def main():
         print(f"dashboard-check: {requests} requests to chatlab in {time.monotonic() - started:.1f} s")
         # Enough scrapes after the load for rate() over 15 s to see it.
         time.sleep(5 * SCRAPE_INTERVAL)
+        # A scrape that failed (over its timeout on a busy machine) marks
+        # every gauge stale, and an instant query then finds none: query
+        # after a scrape that succeeded.
+        try:
+            wait_until("a successful scrape of chatlab after the load",
+                       lambda: any(r["value"][1] == "1"
+                                   for r in query(prom_url, 'up{job="chatlab"}')[0] or []),
+                       30, prom)
+        except SetupError as e:
+            print_scrape_health(prom_url)
+            raise e
 
         failed = []
         for title, ref, expr, legend, exemplar in queries:
@@ -385,7 +409,12 @@ def main():
                   "returned no series, lack a label they group by, or lack exemplars (a metric or label chatlab does not export?):")
             for title, ref, expr, why in failed:
                 print(f"  {title} [{ref}] ({why}): {expr}")
+            print_scrape_health(prom_url)
+            print(f"dashboard-check: chatlab {'is running' if server.poll() is None else f'exited with {server.returncode}'}; "
+                  "last lines of its log:")
+            print("\n".join((tmp / "chatlab.log").read_text(errors="replace").splitlines()[-15:]))
             return 1
+        print_scrape_health(prom_url)
         print(f"dashboard-check: all {len(queries)} queries of {args.dashboard.name} returned series")
         return 0
     except (SetupError, subprocess.CalledProcessError, OSError) as e:
