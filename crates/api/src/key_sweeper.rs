@@ -3,25 +3,23 @@
 
 use std::time::Duration;
 
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use chatlab_persistence::PgStore;
 use chatlab_persistence::idempotency;
 
-/// Sweeps every `every` until `stop` turns true; one sweep runs at
+/// Sweeps every `every` until `stop` is cancelled; one sweep runs at
 /// startup, so keys a stopped server left behind go soon.
-pub fn spawn(store: PgStore, every: Duration, mut stop: watch::Receiver<bool>) -> JoinHandle<()> {
+pub fn spawn(store: PgStore, every: Duration, stop: CancellationToken) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut ticks = tokio::time::interval(every);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
+                biased;
+                _ = stop.cancelled() => return,
                 _ = ticks.tick() => {}
-                _ = stop.changed() => return,
-            }
-            if *stop.borrow() {
-                return;
             }
             match idempotency::sweep(store.db(), store.key_retention()).await {
                 Ok(0) => {}

@@ -6,6 +6,7 @@
 
 pub mod audit;
 pub mod auth;
+pub mod background;
 pub mod config;
 pub mod dto;
 pub mod http_limits;

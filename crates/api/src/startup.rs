@@ -16,11 +16,11 @@ use chatlab_kafka::{EmbeddedBroker, EventMetrics, KafkaPublisher, KafkaSetupErro
 use chatlab_persistence::outbox_relay::{OutboxMetrics, OutboxRelay};
 use chatlab_persistence::receipt_ledger::{self, LedgerMetrics, ReceiptLedger};
 use chatlab_persistence::{PersistenceError, PgStore, migrations};
-use tokio::sync::{mpsc, watch};
-use tokio::task::JoinHandle;
+use tokio::sync::mpsc;
 
 use crate::audit::AuditSource;
 use crate::auth::{self, keys::AuthSetupError};
+use crate::background::Background;
 use crate::config::{HttpSettings, Settings};
 use crate::http_limits::{self, BodyTimeout, KnownPaths};
 use crate::http_metrics::{self, HttpMetrics};
@@ -75,14 +75,8 @@ pub struct Application {
     ops_port: u16,
     server: Server,
     ops_server: Server,
-    relay: JoinHandle<()>,
-    relay_stop: watch::Sender<bool>,
-    key_sweeper: JoinHandle<()>,
-    live_tail: JoinHandle<()>,
-    live_dispatch: JoinHandle<()>,
+    background: Background,
     live_hub: Arc<crate::live::Hub>,
-    ledger: JoinHandle<()>,
-    ledger_stop: watch::Sender<bool>,
     publisher: KafkaPublisher,
     embedded: Option<Arc<EmbeddedBroker>>,
 }
@@ -139,8 +133,8 @@ impl Application {
             LedgerMetrics::register(&mut registry),
             settings.ledger.clone(),
         );
-        let (ledger_stop, ledger_stopped) = watch::channel(false);
-        let ledger = ledger.spawn(ledger_stopped);
+        let mut background = Background::new();
+        background.start_last("receipt ledger", |stop| ledger.spawn(stop));
         let store = PgStore::new(&settings.db, &mut registry, Arc::new(publisher.clone()));
         warn_unless_english_messages(&store).await;
         let relay = OutboxRelay::new(
@@ -151,12 +145,10 @@ impl Application {
             OutboxMetrics::register(&mut registry),
             settings.outbox.clone(),
         );
-        let (relay_stop, relay_stopped) = watch::channel(false);
-        let key_sweeper = crate::key_sweeper::spawn(
-            store.clone(),
-            settings.writes.idempotency_sweep_every,
-            relay_stopped.clone(),
-        );
+        let (sweep_store, sweep_every) = (store.clone(), settings.writes.idempotency_sweep_every);
+        background.start("idempotency key sweeper", |stop| {
+            crate::key_sweeper::spawn(sweep_store, sweep_every, stop)
+        });
         let budget = crate::live::StreamBudget {
             per_user: settings.live.max_streams_per_user,
             total: settings.live.max_streams,
@@ -179,15 +171,17 @@ impl Application {
         };
         let (tailed, to_fan_out) = mpsc::channel(LIVE_TAIL_CAPACITY);
         let (following, tail_follows) = tokio::sync::oneshot::channel();
-        let live_tail = chatlab_kafka::live_tail::spawn(
-            &bootstrap,
-            &settings.kafka.topic,
-            settings.live.fetch_wait,
-            live.metrics.lag.clone(),
-            tailed,
-            following,
-            relay_stopped.clone(),
-        );
+        background.start("live tail", |stop| {
+            chatlab_kafka::live_tail::spawn(
+                &bootstrap,
+                &settings.kafka.topic,
+                settings.live.fetch_wait,
+                live.metrics.lag.clone(),
+                tailed,
+                following,
+                stop,
+            )
+        });
         // Listen once the tail follows the topic, so that a member who
         // connects to a ready server misses nothing written after; a
         // broker that does not answer delays the start by 10 s at most.
@@ -199,15 +193,15 @@ impl Application {
                 "live delivery: the topic cannot be followed yet; members receive events once the broker answers"
             );
         }
-        let live_dispatch = crate::live::dispatch::spawn(
-            to_fan_out,
-            live.hub.clone(),
-            store.clone(),
-            live.metrics.clone(),
-        );
+        // Ends once the tail does (its channel closes).
+        let (hub, dispatch_store, dispatch_metrics) =
+            (live.hub.clone(), store.clone(), live.metrics.clone());
+        background.start("live fan-out", |_| {
+            crate::live::dispatch::spawn(to_fan_out, hub, dispatch_store, dispatch_metrics)
+        });
         let live_hub = live.hub.clone();
         let live = web::Data::new(live);
-        let relay = relay.spawn(relay_stopped);
+        background.start("outbox relay", |stop| relay.spawn(stop));
         let http_metrics = web::Data::new(HttpMetrics::register(&mut registry));
         ExportMetrics::register(&mut registry);
         ProcessMetrics::register(&mut registry);
@@ -311,14 +305,8 @@ impl Application {
             ops_port,
             server,
             ops_server,
-            relay,
-            relay_stop,
-            key_sweeper,
-            live_tail,
-            live_dispatch,
+            background,
             live_hub,
-            ledger,
-            ledger_stop,
             publisher,
             embedded,
         })
@@ -367,27 +355,17 @@ impl Application {
         if let Ok(Err(e)) = ops_served.await {
             tracing::warn!(error = %e, "operator listener ended abnormally");
         }
-        let _ = self.relay_stop.send(true);
-        if let Err(e) = self.relay.await {
-            tracing::warn!(error = %e, "outbox relay ended abnormally");
-        }
-        if let Err(e) = self.key_sweeper.await {
-            tracing::warn!(error = %e, "idempotency key sweeper ended abnormally");
-        }
-        if let Err(e) = self.live_tail.await {
-            tracing::warn!(error = %e, "live tail ended abnormally");
-        }
-        if let Err(e) = self.live_dispatch.await {
-            tracing::warn!(error = %e, "live fan-out ended abnormally");
-        }
+        // The relay, sweeper and tail stop; queued events get five seconds
+        // to be delivered; then the ledger writes their receipts and stops.
         let publisher = self.publisher;
-        let _ =
-            tokio::task::spawn_blocking(move || publisher.flush(std::time::Duration::from_secs(5)))
+        self.background
+            .stop(async move {
+                let _ = tokio::task::spawn_blocking(move || {
+                    publisher.flush(std::time::Duration::from_secs(5))
+                })
                 .await;
-        let _ = self.ledger_stop.send(true);
-        if let Err(e) = self.ledger.await {
-            tracing::warn!(error = %e, "receipt ledger ended abnormally");
-        }
+            })
+            .await;
         drop(self.embedded);
         served
     }

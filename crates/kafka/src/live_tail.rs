@@ -18,8 +18,9 @@ use rdkafka::consumer::{Consumer, ConsumerContext, StreamConsumer};
 use rdkafka::message::Message;
 use rdkafka::statistics::Statistics;
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use chatlab_domain::Event;
 
@@ -104,7 +105,7 @@ pub enum Tailed {
 
 /// Starts following `topic` at `bootstrap` from each partition's end at
 /// the moment it is assigned, sending where it starts, then every event,
-/// to `sink` (waiting when it is full) until `stop` turns true. A broker
+/// to `sink` (waiting when it is full) until `stop` is cancelled. A broker
 /// that cannot be asked for the topic's partitions is asked again every
 /// second (logged), so a server starts without its broker and delivers
 /// once it is back.
@@ -121,7 +122,7 @@ pub fn spawn(
     lag: TailLag,
     sink: mpsc::Sender<Tailed>,
     following: oneshot::Sender<()>,
-    mut stop: watch::Receiver<bool>,
+    stop: CancellationToken,
 ) -> JoinHandle<()> {
     let (bootstrap, topic) = (bootstrap.to_owned(), topic.to_owned());
     tokio::spawn(async move {
@@ -141,7 +142,7 @@ pub fn spawn(
                     tracing::warn!(error = %e, topic, "live tail: cannot follow the topic yet; asking again in 1 s");
                     tokio::select! {
                         _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-                        _ = stop.changed() => return,
+                        _ = stop.cancelled() => return,
                     }
                 }
             }
@@ -149,7 +150,7 @@ pub fn spawn(
         loop {
             let received = tokio::select! {
                 m = consumer.recv() => m,
-                _ = stop.changed() => return,
+                _ = stop.cancelled() => return,
             };
             let message = match received {
                 Ok(m) => m,

@@ -43,7 +43,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Registry, Unit};
 use secrecy::{ExposeSecret, SecretString};
 use std::sync::atomic::AtomicU64;
-use tokio::sync::{Notify, watch};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 use tracing::{Instrument as _, debug, info, warn};
 
 use chatlab_domain::{Event, EventPublisher, PublishError, PublishMode};
@@ -304,35 +305,34 @@ impl OutboxRelay {
         }
     }
 
-    /// Runs until `shutdown` turns true, then finishes the batch in hand.
-    pub fn spawn(self, mut shutdown: watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
+    /// Runs until `stop` is cancelled, then finishes the batch in hand.
+    pub fn spawn(self, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
         tokio::spawn(async move {
             let mut conn: Option<AsyncPgConnection> = None;
-            let mut last_sample = Instant::now() - Duration::from_secs(60);
+            // None until the first sample: an instant a minute before now
+            // does not exist in a process started within a minute of boot.
+            let mut last_sample: Option<Instant> = None;
             let mut last_cleanup = Instant::now();
             info!(
                 batch_size = self.settings.batch_size,
                 "outbox relay started"
             );
-            loop {
-                if *shutdown.borrow() {
-                    break;
-                }
+            while !stop.is_cancelled() {
                 let c = match conn.as_mut() {
                     Some(c) => c,
                     None => match connect(self.url.expose_secret(), &self.session_sql).await {
                         Ok(c) => conn.insert(c),
                         Err(e) => {
                             warn!(error = %e, "outbox relay cannot connect; retrying");
-                            self.pause(&mut shutdown, self.settings.retry_backoff).await;
+                            self.pause(&stop, self.settings.retry_backoff).await;
                             continue;
                         }
                     },
                 };
-                let outcome = self.drain(c, &shutdown).await;
-                if last_sample.elapsed() >= Duration::from_secs(1) {
+                let outcome = self.drain(c, &stop).await;
+                if last_sample.is_none_or(|at| at.elapsed() >= Duration::from_secs(1)) {
                     self.sample_backlog(c).await;
-                    last_sample = Instant::now();
+                    last_sample = Some(Instant::now());
                 }
                 if last_cleanup.elapsed() >= Duration::from_secs(60) {
                     self.delete_published(c).await;
@@ -343,14 +343,14 @@ impl OutboxRelay {
                         tokio::select! {
                             _ = self.wakeup.notified() => {}
                             _ = tokio::time::sleep(self.settings.poll_interval) => {}
-                            _ = shutdown.changed() => {}
+                            _ = stop.cancelled() => {}
                         }
                     }
-                    Ok(_) => self.pause(&mut shutdown, self.settings.retry_backoff).await,
+                    Ok(_) => self.pause(&stop, self.settings.retry_backoff).await,
                     Err(e) => {
                         warn!(error = %e, "outbox relay batch failed; reconnecting");
                         conn = None;
-                        self.pause(&mut shutdown, self.settings.retry_backoff).await;
+                        self.pause(&stop, self.settings.retry_backoff).await;
                     }
                 }
             }
@@ -358,10 +358,10 @@ impl OutboxRelay {
         })
     }
 
-    async fn pause(&self, shutdown: &mut watch::Receiver<bool>, d: Duration) {
+    async fn pause(&self, stop: &CancellationToken, d: Duration) {
         tokio::select! {
             _ = tokio::time::sleep(d) => {}
-            _ = shutdown.changed() => {}
+            _ = stop.cancelled() => {}
         }
     }
 
@@ -370,7 +370,7 @@ impl OutboxRelay {
     async fn drain(
         &self,
         conn: &mut AsyncPgConnection,
-        shutdown: &watch::Receiver<bool>,
+        stop: &CancellationToken,
     ) -> diesel::QueryResult<BatchOutcome> {
         let mut total = BatchOutcome::default();
         loop {
@@ -379,7 +379,7 @@ impl OutboxRelay {
             total.failed += outcome.failed;
             total.dead += outcome.dead;
             let full = ((outcome.published + outcome.dead) as i64) >= self.settings.batch_size;
-            if outcome.failed > 0 || !full || *shutdown.borrow() {
+            if outcome.failed > 0 || !full || stop.is_cancelled() {
                 return Ok(total);
             }
         }

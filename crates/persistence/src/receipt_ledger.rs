@@ -19,7 +19,8 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::registry::Registry;
 use secrecy::{ExposeSecret, SecretString};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 use uuid::Uuid;
 
@@ -132,22 +133,22 @@ impl ReceiptLedger {
         }
     }
 
-    /// Runs until `shutdown` turns true (or every sender is gone), then
+    /// Runs until `stop` is cancelled (or every sender is gone), then
     /// writes what it holds, trying for up to five seconds.
-    pub fn spawn(mut self, mut shutdown: watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
+    pub fn spawn(mut self, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
         tokio::spawn(async move {
             let mut conn: Option<AsyncPgConnection> = None;
             let mut buffer: Vec<AckedEvent> = Vec::new();
             let mut last_cleanup = Instant::now();
             let mut open = true;
             info!(topic = %self.settings.topic, "receipt ledger started");
-            while open && !*shutdown.borrow() {
+            while open && !stop.is_cancelled() {
                 tokio::select! {
                     n = self.receipts.recv_many(&mut buffer, self.settings.batch_size) => {
                         open = n > 0;
                     }
                     _ = tokio::time::sleep(self.settings.flush_interval) => {}
-                    _ = shutdown.changed() => {}
+                    _ = stop.cancelled() => {}
                 }
                 // Take what else is already queued, then write.
                 while buffer.len() < self.settings.max_buffered {

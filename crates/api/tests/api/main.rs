@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 mod auth;
+mod background;
 mod broker_faults;
 mod chats;
 mod errors;

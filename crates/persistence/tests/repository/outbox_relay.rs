@@ -10,7 +10,8 @@ use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use prometheus_client::registry::Registry;
-use tokio::sync::{Notify, watch};
+use tokio::sync::Notify;
+use tokio_util::sync::{CancellationToken, DropGuard};
 use uuid::Uuid;
 
 use chatlab_domain::{Event, EventPayload, EventPublisher, PublishError, PublishMode, Receipt};
@@ -75,8 +76,9 @@ async fn insert(conn: &mut AsyncPgConnection, event_id: Uuid, chat: Uuid, payloa
         .unwrap()
 }
 
-/// A relay on `db` with `publisher`, retrying every 50 ms.
-fn start(db: &TestDb, publisher: Arc<Scripted>) -> (watch::Sender<bool>, Registry) {
+/// A relay on `db` with `publisher`, retrying every 50 ms; it stops when
+/// the guard drops.
+fn start(db: &TestDb, publisher: Arc<Scripted>) -> (DropGuard, Registry) {
     let mut registry = Registry::default();
     let relay = OutboxRelay::new(
         db.config().url,
@@ -90,9 +92,9 @@ fn start(db: &TestDb, publisher: Arc<Scripted>) -> (watch::Sender<bool>, Registr
             ..RelaySettings::default()
         },
     );
-    let (stop, stopped) = watch::channel(false);
-    drop(relay.spawn(stopped));
-    (stop, registry)
+    let stop = CancellationToken::new();
+    drop(relay.spawn(stop.clone()));
+    (stop.drop_guard(), registry)
 }
 
 type Row = (i64, Option<DateTime<Utc>>, i32, Option<DateTime<Utc>>);
