@@ -12,7 +12,7 @@ use chatlab_domain::RepositoryError;
 use chatlab_domain::audit::{AuditInput, AuditReport, SeenEvent, reconcile};
 use chatlab_kafka::topic_reader;
 use chatlab_persistence::pool_metrics::PoolMetrics;
-use chatlab_persistence::{Database, DbConfig, Driver, Pooling};
+use chatlab_persistence::{Database, DbConfig, Driver, PoolLayout, Pooling};
 
 use crate::config::Settings;
 use chatlab_persistence::audit::{committed_writes, receipts};
@@ -62,6 +62,7 @@ impl AuditSource {
         let config = DbConfig {
             pooling: Pooling::Off,
             driver: Driver::Async,
+            layout: PoolLayout::Shared,
             ..settings.db.clone()
         };
         // Its connections are not the pool's: their metrics go nowhere.

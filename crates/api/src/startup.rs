@@ -208,6 +208,7 @@ impl Application {
         tracing::info!(
             driver = settings.db.driver.as_str(),
             pooling = settings.db.pooling.as_str(),
+            layout = settings.db.layout.as_str(),
             blocking_threads = settings.db.blocking_threads,
             pool_max_size = settings.db.pool_max_size,
             cores = std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -265,6 +266,11 @@ impl Application {
         // Signals are taken in `run_until_stopped`, which first ends the
         // live streams (they would hold a graceful stop to its timeout).
         let server = listener::serve("public", listener, public_limits, move || {
+            // On each worker's thread, in its runtime: with
+            // DB_POOL_LAYOUT=per_worker the worker takes its slice here.
+            if let Some(slice) = public_state.store.db().adopt_slice() {
+                tracing::debug!(slice, "this worker owns a slice of the pool");
+            }
             App::new()
                 .into_utoipa_app()
                 .app_data(public_state.clone())

@@ -103,6 +103,45 @@ impl std::str::FromStr for Pooling {
     }
 }
 
+/// How the pool's connections are laid out among the server's workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PoolLayout {
+    /// One pool for the whole process, on the runtime that built it: a
+    /// request's unit of work is handed from its worker's thread to that
+    /// runtime and its answer back, and any idle connection serves any
+    /// request.
+    #[default]
+    Shared,
+    /// Each worker owns a slice of `pool_max_size` (split as evenly as it
+    /// goes): checkout, statements and answer stay on the worker's thread,
+    /// and a request cannot borrow an idle connection of another worker's
+    /// slice. Callers that are no worker (background tasks) take the
+    /// slices in turn.
+    PerWorker,
+}
+
+impl PoolLayout {
+    /// The name used in env vars and reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Shared => "shared",
+            Self::PerWorker => "per_worker",
+        }
+    }
+}
+
+impl std::str::FromStr for PoolLayout {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().replace('-', "_").as_str() {
+            "shared" => Ok(Self::Shared),
+            "per_worker" => Ok(Self::PerWorker),
+            other => Err(format!("expected shared or per_worker, got {other:?}")),
+        }
+    }
+}
+
 /// PostgreSQL session settings applied to every new connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionSettings {
@@ -136,6 +175,12 @@ pub struct DbConfig {
     pub driver: Driver,
     /// Pooled, or a connection per unit of work.
     pub pooling: Pooling,
+    /// One pool, or a slice of it per worker.
+    pub layout: PoolLayout,
+    /// With [`PoolLayout::PerWorker`], the workers that take a slice each
+    /// (at most `pool_max_size` slices: a worker beyond takes the slices in
+    /// turn, as a background task does).
+    pub workers: usize,
     /// Most units of work the blocking driver runs at once, each on its own
     /// thread; further ones wait in line. Unused by the async driver.
     pub blocking_threads: usize,
@@ -164,6 +209,8 @@ impl DbConfig {
             url: SecretString::from(url.into()),
             driver: Driver::default(),
             pooling: Pooling::default(),
+            layout: PoolLayout::default(),
+            workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
             blocking_threads: DEFAULT_BLOCKING_THREADS,
             pool_max_size: default_pool_size(),
             pool_min_idle: None,

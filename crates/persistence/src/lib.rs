@@ -38,7 +38,7 @@ mod spans;
 pub mod store;
 pub mod write_metrics;
 
-pub use config::{DbConfig, Driver, Pooling, Recycle, SessionSettings};
+pub use config::{DbConfig, Driver, PoolLayout, Pooling, Recycle, SessionSettings};
 pub use database::Database;
 pub use errors::PersistenceError;
 pub use session::{DbSession, Piped, Pipelined};

@@ -12,6 +12,13 @@
 //! | `db_client_connection_timeouts_total` | connection timeouts |
 //! | `db_client_connection_max` | maximum pool size |
 //!
+//! Two more are chatlab's own, for `DB_POOL_LAYOUT=per_worker`, whose
+//! workers each own a slice of the pool:
+//! `db_client_connection_imbalanced_waits_total` counts checkouts that
+//! waited in their slice's queue while another slice had a free
+//! connection, and `db_client_connection_imbalanced_wait_seconds_total`
+//! sums those waits (both stay 0 in the shared layout).
+//!
 //! Every series carries `db_client_connection_pool_name` (the pool's name,
 //! [`POOL_NAME`]), and the state label is OpenTelemetry's
 //! `db.client.connection.state`, so a dashboard written for the
@@ -25,7 +32,7 @@
 //! ends.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicI64;
+use std::sync::atomic::{AtomicI64, AtomicU64};
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -99,6 +106,11 @@ pub struct PoolMetrics {
     /// Opens that failed: PostgreSQL refusing ("too many clients"),
     /// unreachable, or rejecting the session settings.
     pub open_failures: Counter,
+    /// Checkouts that waited in their worker's slice while another slice
+    /// had a free connection (`per_worker` layout).
+    pub imbalanced_waits: Counter,
+    /// Seconds those checkouts waited, summed.
+    pub imbalanced_wait_time: Counter<f64, AtomicU64>,
 }
 
 impl PoolMetrics {
@@ -116,6 +128,8 @@ impl PoolMetrics {
             timeouts: Counter::default(),
             create_time: Histogram::new(latency_buckets()),
             open_failures: Counter::default(),
+            imbalanced_waits: Counter::default(),
+            imbalanced_wait_time: Counter::default(),
         };
         registry.register(
             "db_client_connection_count",
@@ -159,6 +173,17 @@ impl PoolMetrics {
             "db_client_connection_open_failures",
             "Connection opens that failed (refused, unreachable or misconfigured)",
             m.open_failures.clone(),
+        );
+        registry.register(
+            "db_client_connection_imbalanced_waits",
+            "Checkouts that waited in their worker's slice of the pool while another slice had a free connection (DB_POOL_LAYOUT=per_worker)",
+            m.imbalanced_waits.clone(),
+        );
+        registry.register_with_unit(
+            "db_client_connection_imbalanced_wait",
+            "Time those checkouts waited, summed",
+            Unit::Seconds,
+            m.imbalanced_wait_time.clone(),
         );
         // Both states from the start, so a dashboard shows 0, not nothing.
         m.refresh(0, 0, 0);

@@ -92,6 +92,7 @@ impl TestDb {
     pub fn config(&self) -> DbConfig {
         let mut config = DbConfig::with_url(self.url.clone());
         config.driver = driver();
+        config.layout = layout();
         config.pool_max_size = 4;
         config.acquire_timeout = Duration::from_secs(10);
         config
@@ -282,6 +283,20 @@ pub fn driver() -> chatlab_persistence::Driver {
             .parse()
             .unwrap_or_else(|e| panic!("CHATLAB_TEST_DB_DRIVER: {e}")),
         Err(_) => chatlab_persistence::Driver::default(),
+    }
+}
+
+/// The pool layout the suites run on: `CHATLAB_TEST_POOL_LAYOUT` (`shared`
+/// or `per_worker`; unset, the server's default).
+///
+/// # Panics
+/// On a value that names no layout.
+pub fn layout() -> chatlab_persistence::PoolLayout {
+    match std::env::var("CHATLAB_TEST_POOL_LAYOUT") {
+        Ok(v) => v
+            .parse()
+            .unwrap_or_else(|e| panic!("CHATLAB_TEST_POOL_LAYOUT: {e}")),
+        Err(_) => chatlab_persistence::PoolLayout::default(),
     }
 }
 

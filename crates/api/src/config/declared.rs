@@ -15,7 +15,7 @@ use clap::builder::RangedU64ValueParser;
 use clap::{ArgAction, Args};
 
 use chatlab_domain::{InsertStrategy, PublishMode};
-use chatlab_persistence::{Driver, Pooling, Recycle};
+use chatlab_persistence::{Driver, PoolLayout, Pooling, Recycle};
 
 use super::{JwtAlgorithm, LogFormat};
 
@@ -57,6 +57,20 @@ pub struct DeclaredSettings {
         help_heading = "Database"
     )]
     pub db_pool: Pooling,
+
+    /// `shared`: one pool for the process, its connections driven on one runtime, each
+    /// request's unit of work handed there from its worker's thread and back. `per_worker`:
+    /// each HTTP worker owns a slice of `DB_POOL_MAX_SIZE` (as even as it splits) and runs its
+    /// requests' statements on its own thread; a request cannot borrow an idle connection of
+    /// another worker's slice
+    #[arg(
+        long,
+        global = true,
+        env = "DB_POOL_LAYOUT",
+        default_value = "shared",
+        help_heading = "Database"
+    )]
+    pub db_pool_layout: PoolLayout,
 
     /// Blocking driver: most units of work running at once, one thread each (Tomcat's default
     /// `maxThreads`); pooled, the pool's queue admits at most `DB_POOL_MAX_SIZE` of them

@@ -222,6 +222,7 @@ impl Settings {
         let mut db = DbConfig::with_url(d.database_url);
         db.driver = d.db_driver;
         db.pooling = d.db_pool;
+        db.layout = d.db_pool_layout;
         db.blocking_threads = d.db_blocking_threads;
         db.pool_max_size = d.db_pool_max_size.unwrap_or_else(default_pool_size);
         db.pool_min_idle = (d.db_pool_min_idle > 0).then_some(d.db_pool_min_idle);
@@ -241,6 +242,7 @@ impl Settings {
             ..LedgerSettings::for_topic(&d.kafka_topic)
         };
         let workers = d.http_workers.unwrap_or(cores).max(1);
+        db.workers = workers;
         let connections = workers.saturating_mul(d.http_max_connections_per_worker);
         let settings = Self {
             http: HttpSettings {

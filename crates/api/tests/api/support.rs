@@ -71,6 +71,10 @@ pub async fn spawn_on_shared(db: std::sync::Arc<TestDb>, extra: &[(&str, &str)])
         ("HTTP_WORKERS".into(), "2".into()),
         ("DB_POOL_MAX_SIZE".into(), "4".into()),
         ("DB_DRIVER".into(), chatlab_testdb::driver().as_str().into()),
+        (
+            "DB_POOL_LAYOUT".into(),
+            chatlab_testdb::layout().as_str().into(),
+        ),
         // The template is already migrated; running them again is a no-op
         // but proves startup tolerates it.
         ("DB_RUN_MIGRATIONS".into(), "true".into()),

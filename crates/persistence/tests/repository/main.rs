@@ -9,5 +9,6 @@ mod import_jobs;
 mod messages;
 mod outbox_relay;
 mod pipeline;
+mod pool_layout;
 mod pool_metrics;
 mod support;
