@@ -73,16 +73,30 @@ if ! ready; then
     esac
     initdb=$(find_bin initdb) || { install_postgres; initdb=$(find_bin initdb); }
     pg_ctl=$(find_bin pg_ctl)
-    data="$root/.pgdata/$port"
-    mkdir -p "$data"
+    mkdir -p "$root/.pgdata"
     # PostgreSQL refuses to run as root: run the cluster as the postgres user.
     run_as=()
     if [[ $(id -u) -eq 0 ]]; then
-        id postgres >/dev/null 2>&1 || useradd --system --home-dir "$root/.pgdata" postgres
-        chown -R postgres "$root/.pgdata"
-        chmod 755 "$root" || true
+        id postgres >/dev/null 2>&1 || useradd --system --home-dir /nonexistent postgres
+        if ! runuser -u postgres -- test -x "$(readlink -f "$root/.pgdata")/"; then
+            # A clone the postgres user cannot reach (under /root, or in a
+            # private temporary folder): the clusters live under /var/tmp,
+            # and .pgdata points there.
+            away=/var/tmp/chatlab-pgdata-$(printf '%s' "$root" | sha256sum | cut -c1-12)
+            mkdir -p "$away"
+            rmdir "$root/.pgdata" 2>/dev/null || true
+            ln -sfn "$away" "$root/.pgdata"
+            say "postgres cannot reach $root: private clusters go to $away"
+        fi
+        chown -R postgres "$(readlink -f "$root/.pgdata")"
         run_as=(runuser -u postgres --)
     fi
+    # The real path: the postgres user may not pass through $root.
+    data="$(readlink -f "$root/.pgdata")/$port"
+    mkdir -p "$data"
+    [[ ${#run_as[@]} -eq 0 ]] || chown postgres "$data"
+    # Commands run as postgres start from a folder it may enter.
+    cd /
     if [[ ! -f "$data/PG_VERSION" ]]; then
         say "initialising a private cluster in $data"
         "${run_as[@]}" "$initdb" -D "$data" -U "$user" -A trust -E UTF8 >/dev/null

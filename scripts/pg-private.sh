@@ -15,7 +15,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 action=${1:?usage: pg-private.sh stop|start|restart PORT}
 port=${2:?usage: pg-private.sh stop|start|restart PORT}
-data="$root/.pgdata/$port"
+# The real path (.pgdata may point elsewhere; see ensure-postgres.sh).
+data="$(readlink -f "$root/.pgdata" 2>/dev/null || echo "$root/.pgdata")/$port"
 say() { printf 'pg-private: %s\n' "$*" >&2; }
 
 [[ -f "$data/PG_VERSION" ]] || { say "no private cluster in $data (scripts/ensure-postgres.sh makes it)"; exit 1; }
@@ -26,6 +27,8 @@ done
 [[ -n "$pg_ctl" ]] || { say "pg_ctl not found under /usr/lib/postgresql"; exit 1; }
 run_as=()
 [[ $(id -u) -eq 0 ]] && run_as=(runuser -u postgres --)
+# Commands run as postgres start from a folder it may enter.
+cd /
 
 opts="-p $port -c listen_addresses=127.0.0.1 -k /tmp -c max_connections=500 -c shared_buffers=256MB -c fsync=on"
 case "$action" in

@@ -2,7 +2,10 @@
 # Stops the private clusters that ensure-postgres.sh started in .pgdata/.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-for data in "$root"/.pgdata/*/; do
+# The real path (.pgdata may point elsewhere; see ensure-postgres.sh).
+pgdata=$(readlink -f "$root/.pgdata" 2>/dev/null) || exit 0
+cd /
+for data in "$pgdata"/*/; do
     [[ -f "$data/postmaster.pid" ]] || continue
     pg_ctl=$(ls -d /usr/lib/postgresql/*/bin/pg_ctl 2>/dev/null | sort -V -r | head -n 1)
     if [[ $(id -u) -eq 0 ]]; then
