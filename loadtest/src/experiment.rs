@@ -102,6 +102,9 @@ pub struct MatrixSpec {
     pub mix_strategies: bool,
     /// Think time of each VU.
     pub think_time: Duration,
+    /// An open model instead of VUs: this many requests per second, each
+    /// cell's VUs then the cap on requests in flight.
+    pub rate: Option<f64>,
     /// Share of requests sent with a sampled `traceparent`.
     pub trace_fraction: f64,
     /// Run pgbench on the same SQL at the same database concurrency.
@@ -185,6 +188,10 @@ struct Accumulated {
     /// by the share of its requests that were this cell's (runs that mix
     /// strategies share one CPU figure).
     cpu_seconds: f64,
+    /// Its share of the runs' context switches, split the same way.
+    switches: crate::procstat::Switches,
+    /// Its share of the runs' imbalanced waits, split the same way.
+    imbalanced_waits: f64,
     /// The throughput of each of its runs, in the order they ran.
     round_rps: Vec<f64>,
 }
@@ -512,7 +519,14 @@ async fn measure_point(
         &under_test.watched,
         work,
         variants_for(strategies, point.mode.named()),
-        closed(point.vus, spec.duration, spec.think_time),
+        match spec.rate {
+            Some(rate) => Model::Open {
+                rate,
+                duration: spec.duration,
+                max_in_flight: point.vus.max(1),
+            },
+            None => closed(point.vus, spec.duration, spec.think_time),
+        },
         label,
     )
     .await;
@@ -540,7 +554,11 @@ impl Accumulated {
                 .push(v.requests() as f64 / outcome.elapsed.as_secs_f64().max(1e-9));
             let all = outcome.total().requests();
             if all > 0 {
-                self.cpu_seconds += stats.cpu_seconds * v.requests() as f64 / all as f64;
+                let share = v.requests() as f64 / all as f64;
+                self.cpu_seconds += stats.cpu_seconds * share;
+                self.switches.voluntary += (stats.switches.voluntary as f64 * share) as u64;
+                self.switches.involuntary += (stats.switches.involuntary as f64 * share) as u64;
+                self.imbalanced_waits += stats.imbalanced_waits * share;
             }
         }
         self.elapsed += outcome.elapsed.as_secs_f64();
@@ -576,8 +594,11 @@ impl Accumulated {
             self.dropped,
         );
         let mut stats = merge_stats(&self.stats);
-        // This cell's share of the runs' CPU, not every strategy's.
+        // This cell's share of the runs' CPU, switches and waits, not
+        // every strategy's.
         stats.cpu_seconds = self.cpu_seconds;
+        stats.switches = self.switches;
+        stats.imbalanced_waits = self.imbalanced_waits;
         let hold = (self.hold.count > 0.0).then_some(&self.hold);
         cell.set_server(&stats, hold);
         if let Some(rows) = scenario.rows_per_request() {
@@ -697,6 +718,9 @@ fn merge_stats(all: &[ServerStats]) -> ServerStats {
         out.inserts_per_s += s.inserts_per_s / n;
         out.cpu_percent += s.cpu_percent / n;
         out.timeouts += s.timeouts;
+        out.imbalanced_waits += s.imbalanced_waits;
+        out.switches.voluntary += s.switches.voluntary;
+        out.switches.involuntary += s.switches.involuntary;
         out.use_time = out.use_time.add(&s.use_time);
         out.wait_time = out.wait_time.add(&s.wait_time);
         for (strategy, (trips, chats)) in &s.round_trips_by_strategy {

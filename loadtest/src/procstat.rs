@@ -12,6 +12,60 @@ pub struct ProcSample {
     pub cpu_secs: f64,
 }
 
+/// Context switches of a process so far, summed over its live threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Switches {
+    /// The threads gave up the CPU (to wait: a futex, a socket, a timer).
+    pub voluntary: u64,
+    /// The scheduler took the CPU from them.
+    pub involuntary: u64,
+}
+
+impl Switches {
+    /// Both kinds.
+    pub fn total(self) -> u64 {
+        self.voluntary + self.involuntary
+    }
+
+    /// The switches from `earlier` to these (0 where a thread that counted
+    /// then has since exited).
+    pub fn since(self, earlier: Self) -> Self {
+        Self {
+            voluntary: self.voluntary.saturating_sub(earlier.voluntary),
+            involuntary: self.involuntary.saturating_sub(earlier.involuntary),
+        }
+    }
+}
+
+/// Reads `voluntary_ctxt_switches` and `nonvoluntary_ctxt_switches` of every
+/// thread in `/proc/<pid>/task/*/status` (the process's own `status` counts
+/// its main thread only).
+pub fn switches(pid: u32) -> Option<Switches> {
+    let mut total = Switches::default();
+    for task in fs::read_dir(format!("/proc/{pid}/task")).ok()?.flatten() {
+        if let Ok(status) = fs::read_to_string(task.path().join("status")) {
+            let t = parse_switches(&status);
+            total.voluntary += t.voluntary;
+            total.involuntary += t.involuntary;
+        }
+    }
+    Some(total)
+}
+
+fn parse_switches(status: &str) -> Switches {
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    Switches {
+        voluntary: field("voluntary_ctxt_switches:"),
+        involuntary: field("nonvoluntary_ctxt_switches:"),
+    }
+}
+
 /// Clock ticks per second of `/proc/<pid>/stat` times: 100 on every Linux
 /// architecture chatlab runs on (USER_HZ).
 const TICKS_PER_SEC: f64 = 100.0;
@@ -106,6 +160,30 @@ mod tests {
         );
         let stat = "42 (chat lab) S 1 42 42 0 -1 4194560 1 0 0 0 250 50 0 0 20 0 9 0 1 2 3";
         assert_eq!(parse_cpu_ticks(stat), Some(300.0));
+    }
+
+    #[test]
+    fn counts_both_kinds_of_switch_of_every_thread() {
+        let status = "Name:\tx\nvoluntary_ctxt_switches:\t120\nnonvoluntary_ctxt_switches:\t7\n";
+        assert_eq!(
+            parse_switches(status),
+            Switches {
+                voluntary: 120,
+                involuntary: 7
+            }
+        );
+        let me = std::process::id();
+        let before = switches(me).unwrap();
+        let sleeper =
+            std::thread::spawn(|| std::thread::sleep(std::time::Duration::from_millis(20)));
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let during = switches(me).unwrap();
+        sleeper.join().unwrap();
+        assert!(during.voluntary > before.voluntary, "{before:?} {during:?}");
+        assert_eq!(
+            during.since(before).total(),
+            during.total() - before.total()
+        );
     }
 
     #[test]

@@ -89,6 +89,15 @@ pub struct CellResult {
     pub round_trips: f64,
     /// The servers' CPU time per answered request, microseconds.
     pub cpu_us_per_request: f64,
+    /// The servers' threads' context switches (voluntary and involuntary)
+    /// per answered request.
+    pub switches_per_request: f64,
+    /// Of those, the voluntary ones (a thread that waits: a futex, a
+    /// socket, a timer) per answered request.
+    pub voluntary_switches_per_request: f64,
+    /// Checkouts that waited in their worker's slice while another slice
+    /// had a free connection, per answered request (`per_worker` layout).
+    pub imbalanced_wait_share: f64,
     /// The slowest requests sent with a `traceparent` (`results.md` only).
     #[serde(skip)]
     pub slowest_traces: SlowestTraces,
@@ -136,11 +145,17 @@ impl CellResult {
         self.round_trips = if chats > 0.0 { trips / chats } else { 0.0 };
         // The servers' CPU over the requests answered: in a run that mixed
         // strategies, shared by all of them.
-        self.cpu_us_per_request = if self.requests > 0 {
-            s.cpu_seconds * 1e6 / self.requests as f64
-        } else {
-            0.0
+        let per_request = |x: f64| {
+            if self.requests > 0 {
+                x / self.requests as f64
+            } else {
+                0.0
+            }
         };
+        self.cpu_us_per_request = per_request(s.cpu_seconds * 1e6);
+        self.switches_per_request = per_request(s.switches.total() as f64);
+        self.voluntary_switches_per_request = per_request(s.switches.voluntary as f64);
+        self.imbalanced_wait_share = per_request(s.imbalanced_waits);
         self.used_max = s.used_max;
         self.used_mean = s.used_mean;
         self.pending_max = s.pending_max;
@@ -224,13 +239,16 @@ pub fn to_csv(cells: &[CellResult]) -> String {
         "cpu_us_per_request",
         "pgbench_seed_tps",
         "pgbench_seed_ratio",
+        "switches_per_request",
+        "voluntary_switches_per_request",
+        "imbalanced_wait_share",
     ];
     out.push_str(&header.join(","));
     out.push('\n');
     for c in cells {
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{:.2},{:.1},{:.2},{:.2},{:.2},{:.2},{},{},{},{},{},{:.2},{},{:.3},{:.3},{:.3},{:.3},{},{:.1},{:.1},{:.1},{:.1},{:.1},{:.3},{:.1},{:.0},{:.1},{:.3}",
+            "{},{},{},{},{},{},{},{},{:.2},{:.1},{:.2},{:.2},{:.2},{:.2},{},{},{},{},{},{:.2},{},{:.3},{:.3},{:.3},{:.3},{},{:.1},{:.1},{:.1},{:.1},{:.1},{:.3},{:.1},{:.0},{:.1},{:.3},{:.2},{:.2},{:.4}",
             c.server,
             c.strategy,
             c.publish_mode,
@@ -266,7 +284,10 @@ pub fn to_csv(cells: &[CellResult]) -> String {
             c.round_trips,
             c.cpu_us_per_request,
             c.pgbench_seed_tps,
-            c.pgbench_seed_ratio
+            c.pgbench_seed_ratio,
+            c.switches_per_request,
+            c.voluntary_switches_per_request,
+            c.imbalanced_wait_share
         );
     }
     out
@@ -276,14 +297,14 @@ pub fn to_csv(cells: &[CellResult]) -> String {
 pub fn to_markdown(cells: &[CellResult]) -> String {
     let with_baseline = cells.iter().any(|c| c.pgbench_tps > 0.0);
     let mut out = String::from(
-        "| server | pool | scenario | strategy | mode | members | VUs | req/server | active (max) | pending (max) | throughput (req/s) | p95 ms | median ms | p99 ms | use time mean / p95 ms | round trips | INSERTs/s | rows/s | errors | RSS MiB | CPU % | CPU µs/req |",
+        "| server | pool | scenario | strategy | mode | members | VUs | req/server | active (max) | pending (max) | throughput (req/s) | p95 ms | median ms | p99 ms | use time mean / p95 ms | round trips | INSERTs/s | rows/s | errors | RSS MiB | CPU % | CPU µs/req | switches/req | imbalanced waits % |",
     );
     if with_baseline {
         out.push_str(" pgbench tps | ratio | pgbench tps, seed's SQL | ratio to it |");
     }
     out.push('\n');
     out.push_str(
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     );
     if with_baseline {
         out.push_str("---|---|---|---|");
@@ -292,7 +313,7 @@ pub fn to_markdown(cells: &[CellResult]) -> String {
     for c in cells {
         let _ = write!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} | {:.1} | {:.1} | {:.2} / {:.2} | {} | {:.0} | {:.0} | {} | {:.1} | {:.0} | {:.0} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} | {:.1} | {:.1} | {:.2} / {:.2} | {} | {:.0} | {:.0} | {} | {:.1} | {:.0} | {:.0} | {:.1} | {:.1} |",
             c.server,
             if c.pool_size > 0 {
                 c.pool_size.to_string()
@@ -323,7 +344,9 @@ pub fn to_markdown(cells: &[CellResult]) -> String {
             c.errors,
             c.rss_max_mb,
             c.cpu_percent,
-            c.cpu_us_per_request
+            c.cpu_us_per_request,
+            c.switches_per_request,
+            100.0 * c.imbalanced_wait_share
         );
         if with_baseline {
             if c.pgbench_tps > 0.0 {

@@ -38,6 +38,11 @@ pub struct ServerStats {
     pub cpu_percent: f64,
     /// CPU seconds used by all servers during the run.
     pub cpu_seconds: f64,
+    /// Context switches of all servers' threads during the run.
+    pub switches: procstat::Switches,
+    /// Checkouts that waited in one worker's slice of the pool while
+    /// another slice had a free connection (`DB_POOL_LAYOUT=per_worker`).
+    pub imbalanced_waits: f64,
     /// Round trips and committed createChats per strategy during the run
     /// (all servers): their quotient is the round trips of one createChat.
     pub round_trips_by_strategy: BTreeMap<String, (f64, f64)>,
@@ -56,6 +61,8 @@ struct Watch {
     last: Option<Exposition>,
     cpu_start: Option<f64>,
     cpu_end: Option<f64>,
+    switches_start: Option<procstat::Switches>,
+    switches_end: Option<procstat::Switches>,
 }
 
 impl Sampler {
@@ -79,11 +86,14 @@ impl Sampler {
                 last: None,
                 cpu_start: None,
                 cpu_end: None,
+                switches_start: None,
+                switches_end: None,
             })
             .collect();
         for w in &mut watches {
             w.first = scrape(&client, &w.url).await;
             w.cpu_start = w.pid.and_then(procstat::sample).map(|s| s.cpu_secs);
+            w.switches_start = w.pid.and_then(procstat::switches);
         }
         let (stop, mut stopped) = oneshot::channel();
         let task = tokio::spawn(async move {
@@ -121,6 +131,7 @@ impl Sampler {
                     stats.rss_max_mib = stats.rss_max_mib.max(p.rss_mib);
                     w.cpu_end = Some(p.cpu_secs);
                 }
+                w.switches_end = w.pid.and_then(procstat::switches);
             }
             stats.used_mean = if used_points > 0 {
                 used_total / used_points as f64
@@ -152,6 +163,7 @@ fn summarise(stats: &mut ServerStats, watches: &[Watch], elapsed: f64) {
         rows += delta("chatlab_create_chat_rows_inserted_total");
         inserts += delta("chatlab_create_chat_statements_total");
         stats.timeouts += delta("db_client_connection_timeouts_total");
+        stats.imbalanced_waits += delta("db_client_connection_imbalanced_waits_total");
         let hist = |base: &str| last.histogram(base, &[]).since(&first.histogram(base, &[]));
         stats.use_time = stats
             .use_time
@@ -186,6 +198,11 @@ fn summarise(stats: &mut ServerStats, watches: &[Watch], elapsed: f64) {
         }
         if let (Some(a), Some(b)) = (w.cpu_start, w.cpu_end) {
             cpu += b - a;
+        }
+        if let (Some(a), Some(b)) = (w.switches_start, w.switches_end) {
+            let d = b.since(a);
+            stats.switches.voluntary += d.voluntary;
+            stats.switches.involuntary += d.involuntary;
         }
     }
     stats.cpu_seconds = cpu;

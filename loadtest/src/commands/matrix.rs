@@ -73,6 +73,11 @@ pub(crate) struct MatrixArgs {
     /// Pause between a VU's requests.
     #[arg(long, default_value = "0ms", value_parser = parse_duration)]
     think_time: Duration,
+    /// An open model: this many requests per second in every cell, whatever
+    /// the answers take (k6's constant-arrival-rate); `--vus` is then the
+    /// most in flight, arrivals beyond it dropped and counted.
+    #[arg(long)]
+    rate: Option<f64>,
     /// Also run pgbench on each strategy's SQL (needs pgbench).
     #[arg(long)]
     baseline: bool,
@@ -133,6 +138,7 @@ pub(crate) async fn matrix(args: MatrixArgs) -> Result<bool, LoadError> {
         rounds: args.rounds,
         mix_strategies: args.mix_strategies,
         think_time: args.think_time,
+        rate: args.rate,
         trace_fraction: args.traces.trace_fraction,
         baseline: args.baseline.then(|| args.servers.database_url.clone()),
         sample_interval: args.servers.sample_interval,
@@ -186,6 +192,12 @@ pub(crate) async fn matrix(args: MatrixArgs) -> Result<bool, LoadError> {
             .spawn
             .map_or_else(|| args.servers.target.join(" "), |n| format!("{n} spawned")),
     );
+    let notes = match args.rate {
+        Some(rate) => format!(
+            "{notes}Open model: {rate} requests per second in every cell; the VUs column is the most in flight.\n"
+        ),
+        None => notes,
+    };
     let verdict = crate::verdict::verdict(&cells);
     let notes = match &verdict {
         Some(v) => format!("{notes}\n{v}\n"),
