@@ -102,7 +102,7 @@ pub fn script(strategy: InsertStrategy, members: &[Uuid]) -> Result<String, Stri
 }
 
 /// A PostgreSQL array literal of `ids`: `{a,b,c}`.
-fn uuid_array(ids: &[Uuid]) -> String {
+pub(crate) fn uuid_array(ids: &[Uuid]) -> String {
     let ids: Vec<String> = ids.iter().map(Uuid::to_string).collect();
     format!("{{{}}}", ids.join(","))
 }

@@ -47,7 +47,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::commands::{charts as redraw, crosscheck, docs, matrix, pgbench, run};
+use crate::commands::{charts as redraw, crosscheck, docs, matrix, pgbench, run, syncs};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -86,6 +86,11 @@ enum Command {
     /// writer's latency and pooled connection time beside the delivery
     /// latency, with deliveries lost and repeated.
     Delivery(delivery::DeliveryArgs),
+    /// What one Sync is worth: the `pipeline` strategy's transaction straight
+    /// to PostgreSQL, under one Sync (pgbench's pipeline) against one per
+    /// statement (tokio-postgres, joined or awaited) and pgbench without a
+    /// pipeline, rounds alternating.
+    Syncs(syncs::SyncsArgs),
     /// Render the docs' tables of results from their committed runs, or
     /// (`--check`) fail when one is stale or a cited figure is not in its run.
     Docs(docs::DocsArgs),
@@ -103,6 +108,7 @@ async fn main() -> ExitCode {
         Command::BrokerCheck(args) => broker_check::run(args).await,
         Command::Fault(args) => fault::run(args).await,
         Command::Delivery(args) => delivery::run(args).await,
+        Command::Syncs(args) => syncs::syncs(args).await,
         Command::Docs(args) => docs::docs(args),
     };
     match result {

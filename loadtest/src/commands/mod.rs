@@ -8,6 +8,7 @@ pub(crate) mod docs;
 pub(crate) mod matrix;
 pub(crate) mod pgbench;
 pub(crate) mod run;
+pub(crate) mod syncs;
 
 use std::path::PathBuf;
 use std::sync::Arc;
