@@ -27,7 +27,7 @@ for storage in $storages; do
         exit 2
     fi
     printf '\n## %s storage\n\n' "$storage" >>"$out/results.md"
-    ./target/release/chatlab-load broker-check --brokers "$KAFKA_TEST_BROKERS" "$@" \
+    "./${CHATLAB_BIN_DIR:-target/release}/chatlab-load" broker-check --brokers "$KAFKA_TEST_BROKERS" "$@" \
         | tee -a "$out/results.md"
     verdict=${PIPESTATUS[0]}
     kill "$(cat ".run/tansu-$port.pid")" 2>/dev/null

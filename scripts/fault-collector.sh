@@ -79,14 +79,14 @@ for case in off frozen gone; do
         gone) env+=(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$gone_port") ;;
     esac
     env+=(OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf OTEL_TRACES_SAMPLER=always_on)
-    env "${env[@]}" ./target/release/chatlab serve > "$out/server-$case.log" 2>&1 &
+    env "${env[@]}" "./${CHATLAB_BIN_DIR:-target/release}/chatlab" serve > "$out/server-$case.log" 2>&1 &
     server=$!
     for _ in $(seq 1 100); do
         fetch "http://127.0.0.1:$http_port/readyz" >/dev/null \
             && fetch "http://127.0.0.1:$ops_port/readyz" >/dev/null && break
         sleep 0.1
     done
-    ./target/release/chatlab-load run --target "http://127.0.0.1:$http_port" \
+    "./${CHATLAB_BIN_DIR:-target/release}/chatlab-load" run --target "http://127.0.0.1:$http_port" \
         --ops-url "http://127.0.0.1:$ops_port" --database-url "$url" \
         --scenario create-chat --members 50 --vus 20 --duration "$duration" --seed-users 500 \
         --results-dir "$out/load-$case" > "$out/load-$case.txt" 2>&1 || true

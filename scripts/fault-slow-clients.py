@@ -658,7 +658,7 @@ def content_length(args, server, failures):
 def chunked(args, server, failures):
     """Chunked requests that stall or trickle, in rounds."""
     before = {"rss": rss_mib(server.pid), "fds": open_fds(server.pid)}
-    bound = args.body_timeout_ms / 1000 + 1
+    bound = args.body_timeout_ms / 1000 + args.close_slack
     hold = args.body_timeout_ms / 1000 + 6
     attack, samples, normal, peaks, took = Attack(), [], {"create": [], "healthz": []}, [], 0.0
     # Twice on one server: the second round shows whether memory the
@@ -713,7 +713,7 @@ def stream_phase(args, server, name, bearers, failures, limit, limit_name):
     """FLOOD streams spread over `bearers` in turn; one admitted per place
     under `limit`, every other answered 429 and closed in time."""
     attack = Attack()
-    bound = args.body_timeout_ms / 1000 + 1
+    bound = args.body_timeout_ms / 1000 + args.close_slack
     hold = args.body_timeout_ms / 1000 + 6
     bystander = {}
 
@@ -834,7 +834,7 @@ def run_mode(args, out, mode):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--server-bin", default="target/release/chatlab")
+    p.add_argument("--server-bin", default=os.environ.get("CHATLAB_BIN", "target/release/chatlab"))
     p.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/postgres")
     p.add_argument("--modes", default=os.environ.get("MODES", ",".join(MODES)), help="comma-separated, of " + ", ".join(MODES))
     p.add_argument("--sockets", type=int, default=int(os.environ.get("SOCKETS", 15000)))
@@ -842,6 +842,8 @@ def main():
     p.add_argument("--rounds", type=int, default=2, help="attacks of the chunked and stream modes, on one server")
     p.add_argument("--hold", type=float, default=float(os.environ.get("HOLD", 25)))
     p.add_argument("--body-timeout-ms", type=int, default=int(os.environ.get("BODY_TIMEOUT_MS", 10000)))
+    p.add_argument("--close-slack", type=float, default=1.0,
+                   help="seconds past the body timeout by which every hostile socket must be closed")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--max-connections-per-worker", type=int, default=2048)
     p.add_argument("--out", default=None)

@@ -36,5 +36,6 @@ stop_cluster() {
 trap stop_cluster EXIT
 
 out="results/$name-$(date -u +%Y%m%dT%H%M%SZ)"
-./target/release/chatlab-load fault --binary ./target/release/chatlab \
+bin=${CHATLAB_BIN_DIR:-target/release}
+"./$bin/chatlab-load" fault --binary "./$bin/chatlab" \
     --database-url "$url" --pg-script scripts/pg-private.sh --out "$out" "$@"

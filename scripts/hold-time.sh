@@ -36,7 +36,7 @@ for rtt in $rtts; do
     log="$out/logs/server-rtt-$rtt.log"
     DATABASE_URL=$db HTTP_ADDR=127.0.0.1:$port OPS_ADDR=127.0.0.1:$ops \
         CHATLAB_JWT_SECRET=$secret CHATLAB_ALLOW_OVERRIDES=true KAFKA_MOCK_BROKER_RTT_MS=$rtt \
-        RUST_LOG=warn ./target/release/chatlab serve >"$log" 2>&1 &
+        RUST_LOG=warn "./${CHATLAB_BIN_DIR:-target/release}/chatlab" serve >"$log" 2>&1 &
     pid=$!
     trap 'kill $pid 2>/dev/null || true' EXIT
     for _ in $(seq 1 100); do

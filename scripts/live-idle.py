@@ -166,7 +166,7 @@ async def experiment(args, port, ops, pid, secret):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--server-bin", default="target/release/chatlab")
+    p.add_argument("--server-bin", default=os.environ.get("CHATLAB_BIN", "target/release/chatlab"))
     p.add_argument("--database-url", default="postgres://postgres@127.0.0.1:5432/postgres")
     p.add_argument("--connections", type=int, default=10000)
     p.add_argument("--messages", type=int, default=20)

@@ -48,7 +48,7 @@ pub struct DeliveryArgs {
     )]
     variants: Vec<ServerVariant>,
     /// The chatlab binary.
-    #[arg(long, default_value = "target/release/chatlab")]
+    #[arg(long, env = "CHATLAB_BIN", default_value = "target/release/chatlab")]
     binary: PathBuf,
     /// The servers' database.
     #[arg(

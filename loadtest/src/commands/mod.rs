@@ -47,7 +47,7 @@ pub(crate) struct ServerArgs {
     #[arg(long)]
     pub(crate) spawn: Option<usize>,
     /// The chatlab binary for --spawn.
-    #[arg(long, default_value = "target/release/chatlab")]
+    #[arg(long, env = "CHATLAB_BIN", default_value = "target/release/chatlab")]
     pub(crate) chatlab_bin: PathBuf,
     /// DATABASE_URL of spawned servers (and of pgbench baselines).
     #[arg(

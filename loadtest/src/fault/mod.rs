@@ -51,7 +51,7 @@ pub struct FaultArgs {
     )]
     variants: Vec<ServerVariant>,
     /// The chatlab binary.
-    #[arg(long, default_value = "target/release/chatlab")]
+    #[arg(long, env = "CHATLAB_BIN", default_value = "target/release/chatlab")]
     binary: PathBuf,
     /// The database, on a private cluster that `scripts/ensure-postgres.sh`
     /// made (the database faults stop and restart it).

@@ -16,11 +16,16 @@ const OWN_PREFIXES: &[&str] = &["CHATLAB_", "CHAT_", "DB_POOL_", "OUTBOX_"];
 const SHARED_PREFIXES: &[&str] = &["DB_", "HTTP_", "KAFKA_", "LOG_", "USERS_"];
 
 /// Variables under chatlab's prefixes read by its tests and tools, not by the
-/// server: the test driver, the tools' install folder
-/// (`scripts/ensure-tool.sh`), the tests' broker.
+/// server: the tests' driver and pool layout, the tools' install folder
+/// (`scripts/ensure-tool.sh`), the tests' broker, and the binaries the make
+/// targets run (the Makefile exports them, so every server they start sees
+/// them).
 pub const READ_BY_TOOLS: &[&str] = &[
     "CHATLAB_TEST_DB_DRIVER",
+    "CHATLAB_TEST_POOL_LAYOUT",
     "CHATLAB_TOOLS",
+    "CHATLAB_BIN",
+    "CHATLAB_BIN_DIR",
     "KAFKA_TEST_BROKERS",
 ];
 
