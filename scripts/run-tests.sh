@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Runs the workspace's tests on the async driver, then the repository and
-# HTTP suites again on the blocking driver (CHATLAB_TEST_DB_DRIVER=blocking);
+# Runs the workspace's tests on the async driver (and the default pool
+# layout, per_worker), then the repository and HTTP suites again on the
+# blocking driver and the shared layout (CHATLAB_TEST_DB_DRIVER=blocking,
+# CHATLAB_TEST_POOL_LAYOUT=shared);
 # every test binary runs even after one fails. Closes with one total line,
 # "tests: N passed, N failed, N skipped" (ignored tests count as skipped),
 # summed over every test binary of both runs.
@@ -11,9 +13,30 @@ status=0
 echo "== tests on the async driver (diesel-async, bb8)" | tee -a "$log"
 CHATLAB_TEST_DB_DRIVER=async cargo test --workspace --all-targets --no-fail-fast "$@" 2>&1 | tee -a "$log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-echo "== repository and HTTP suites on the blocking driver (diesel PgConnection, r2d2)" | tee -a "$log"
-CHATLAB_TEST_DB_DRIVER=blocking cargo test -p chatlab-persistence -p chatlab-api --tests --no-fail-fast "$@" 2>&1 | tee -a "$log"
-[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+echo "== repository and HTTP suites on the blocking driver (diesel PgConnection, r2d2) and the shared pool layout" | tee -a "$log"
+# The test binaries the first run built, run again: asking cargo for the two
+# packages alone would unify their dependencies' features anew and rebuild
+# half the workspace. Each runs in its package's folder, as cargo runs it.
+suites=$(cargo test --workspace --all-targets --no-run --message-format=json 2>/dev/null | python3 -c '
+import json, sys, os
+for line in sys.stdin:
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    if m.get("reason") != "compiler-artifact" or not m.get("executable") or not m["profile"]["test"]:
+        continue
+    # package_id: path+file:///…/crates/api#chatlab-api@0.1.0
+    if m["package_id"].rsplit("#", 1)[-1].split("@")[0] in ("chatlab-persistence", "chatlab-api"):
+        print(os.path.dirname(m["manifest_path"]), m["executable"])
+')
+[ -n "$suites" ] || { echo "no test binaries of chatlab-persistence and chatlab-api found" | tee -a "$log"; status=1; }
+while read -r dir exe; do
+    [ -n "$exe" ] || continue
+    echo "     Running $exe (blocking driver)" | tee -a "$log"
+    (cd "$dir" && CHATLAB_TEST_DB_DRIVER=blocking CHATLAB_TEST_POOL_LAYOUT=shared "$exe" "$@") 2>&1 | tee -a "$log"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+done <<<"$suites"
 awk '/^test result:/ {
         for (i = 1; i <= NF; i++) {
             if ($(i+1) ~ /^passed/) p += $i
