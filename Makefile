@@ -64,6 +64,11 @@ ifeq ($(QUICK),1)
   DELIVERY_ARGS := --chats 5 --members 4 --rate 20 --duration 3s --drain 10s --strict
   DELIVERY_KILL_ARGS := --chats 5 --members 4 --rate 20 --duration 8s --kill-broker-at 2s --broker-down 2s --drain 30s --strict
   HOLD_CHATS := 10
+  LAYOUT_ARGS := --vus 10 --duration 2s --warmup 1s --rounds 1 --seed-users 300
+  LAYOUT_RATE_ARGS := --vus 100 --duration 2s --warmup 1s --rounds 1 --seed-users 300
+  LAYOUT_RATES := single:200
+  LAYOUT_IMBALANCE_ARGS := --vus 3 --duration 2s --warmup 1s --rounds 1 --seed-users 300
+  SYNCS_ARGS := --duration 2s --rounds 1 --seed-users 300
 else
   DEMO_ARGS := --vus 20 --duration 6s --warmup 3s --rounds 3
   LOADTEST_ARGS := --vus 40 --duration 20s
@@ -84,7 +89,15 @@ else
   DELIVERY_ARGS := --chats 50 --members 20 --rate 100 --duration 30s --drain 15s
   DELIVERY_KILL_ARGS := --chats 50 --members 20 --rate 100 --duration 30s --kill-broker-at 10s --broker-down 5s --drain 30s
   HOLD_CHATS := 300
+  LAYOUT_ARGS := --vus 20 --duration 10s --warmup 3s --rounds 3 --baseline
+  LAYOUT_RATE_ARGS := --vus 200 --duration 15s --warmup 3s --rounds 3
+  LAYOUT_RATES := single:500 unnest:400 pipeline:400 batch:400 per_row:100
+  LAYOUT_IMBALANCE_ARGS := --vus 2,3,4,5,8,20 --duration 10s --warmup 3s --rounds 3
+  SYNCS_ARGS := --duration 10s --rounds 3
 endif
+# The pool's layouts (DB_POOL_LAYOUT), one server of each, restarted and
+# alternated round by round.
+LAYOUT_VARIANTS := --variant shared:DB_POOL_LAYOUT=shared --variant per_worker:DB_POOL_LAYOUT=per_worker
 # The cost of tracing: the server as it is, and exporting spans over OTLP at
 # 1% and 100% (parent-based ratio sampling), to chatlab-load's own OTLP/HTTP
 # sink (the `sink` placeholder). QUICK=1 also sends a traceparent on 5% of
@@ -118,7 +131,7 @@ RUNS ?= 50
 
 .PHONY: demo demo-plan loadtest loadtest-create loadtest-hold loadtest-seed001 loadtest-ramp bench-baseline \
         loadtest-crosscheck loadtest-pool loadtest-poolsize loadtest-driver loadtest-concurrency \
-        loadtest-tracing loadtest-delivery loadtest-delivery-broker-kill loadtest-smoke load-build load-db broker-check events-stress \
+        loadtest-tracing loadtest-layout loadtest-syncs profile loadtest-delivery loadtest-delivery-broker-kill loadtest-smoke load-build load-db broker-check events-stress \
         fault-db fault-broker fault-server fault-cancel fault-retry fault-collector fault-slow-clients soak faults
 .PHONY: help run build release profiling-build test fuzz fmt fmt-check lint layering docs settings-docs schema-check deps-check \
         openapi docker-check k6-check db db-stop broker broker-stop ci clean-testdbs up down loadtest-docker dashboard-check
@@ -240,9 +253,34 @@ loadtest-delivery-broker-kill: load-build load-db ## Live delivery through a bro
 	    --variants $(DELIVERY_KILL_VARIANTS) --env LIVE_FETCH_WAIT_MS=$(LIVE_FETCH_WAIT_MS) --env KAFKA_SEND_TIMEOUT_MS=15000 \
 	    --out results/delivery-broker-kill-$$(date -u +%Y%m%dT%H%M%SZ) $(DELIVERY_KILL_ARGS)
 
+# What the pool's layout does, per strategy: at saturation (20 VUs) beside
+# pgbench on the same SQL; at a fixed open-model rate per strategy
+# (LAYOUT_RATES: strategy:req/s), where CPU and context switches per request
+# compare like with like; and per_worker's price, the waits in one worker's
+# slice while another's has a free connection, as the clients (and so the
+# keep-alive connections per worker) get fewer.
+loadtest-layout: load-build load-db ## shared vs per_worker pool layout per strategy: saturation beside pgbench, fixed rates, CPU and context switches per request, imbalanced waits
+	$(LOAD) matrix --name layout --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario create-chat --members 50 \
+	    --strategies per_row,batch,unnest,single,pipeline $(LAYOUT_VARIANTS) $(LAYOUT_ARGS)
+	@for pair in $(LAYOUT_RATES); do \
+	    $(MAKE) --no-print-directory load-db && \
+	    $(LOAD) matrix --name layout-at-$${pair#*:}-$${pair%%:*} --spawn 1 --database-url $(LOAD_DATABASE_URL) \
+	        --scenario create-chat --members 50 --strategies $${pair%%:*} --rate $${pair#*:} \
+	        $(LAYOUT_VARIANTS) $(LAYOUT_RATE_ARGS) || exit 1; \
+	done
+	$(MAKE) --no-print-directory load-db
+	$(LOAD) matrix --name layout-imbalance --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario create-chat --members 50 \
+	    --strategies single $(LAYOUT_VARIANTS) $(LAYOUT_IMBALANCE_ARGS)
+
+loadtest-syncs: load-build load-db ## What one Sync is worth: pipeline's transaction straight to PostgreSQL, one Sync (pgbench) against one per statement (tokio-postgres), and as one simple query
+	$(LOAD) syncs --spawn 1 --database-url $(LOAD_DATABASE_URL) $(SYNCS_ARGS)
+
+profile: load-build load-db ## Where the server's CPU goes per createChat, by function (perf on the CPU clock), per pool layout: top entries to results/profile-*/
+	LOAD_DATABASE_URL=$(LOAD_DATABASE_URL) scripts/profile-server.sh
+
 loadtest-smoke: ## Every load target but the delivery ones (which need tansu) once, a few seconds each (CI)
 	$(MAKE) QUICK=1 demo loadtest loadtest-create loadtest-hold loadtest-seed001 loadtest-ramp bench-baseline loadtest-crosscheck \
-	    loadtest-pool loadtest-poolsize loadtest-driver loadtest-concurrency loadtest-tracing
+	    loadtest-pool loadtest-poolsize loadtest-driver loadtest-concurrency loadtest-tracing loadtest-layout loadtest-syncs
 
 broker-check: load-build ## Does the broker keep what it acknowledges? tansu's memory and sqlite engines under pipelined produce
 	scripts/broker-check.sh $(BROKER_CHECK_ARGS)
