@@ -113,7 +113,7 @@ TRACING_VARIANTS := --variant off --variant otlp-1pct:$(OTEL_SAMPLED)=0.01 --var
 # it fails when an invariant breaks.
 FAULT_ENV := --env DB_POOL_ACQUIRE_TIMEOUT_MS=2000 --env DB_STATEMENT_TIMEOUT_MS=5000 \
     --env KAFKA_SEND_TIMEOUT_MS=3000 --env HTTP_SHUTDOWN_TIMEOUT_SECS=10
-FAULT_DB_VARIANTS := async-pool:DB_DRIVER=async,async-nopool:DB_DRIVER=async+DB_POOL=off,blocking-pool:DB_DRIVER=blocking,blocking-nopool:DB_DRIVER=blocking+DB_POOL=off
+FAULT_DB_VARIANTS := async-pool:DB_DRIVER=async,async-shared:DB_DRIVER=async+DB_POOL_LAYOUT=shared,async-nopool:DB_DRIVER=async+DB_POOL=off,blocking-pool:DB_DRIVER=blocking,blocking-nopool:DB_DRIVER=blocking+DB_POOL=off
 FAULT_MODES := in_tx_await,in_tx_enqueue,after_commit,outbox
 ifeq ($(QUICK),1)
   FAULT_ARGS := --rate 40 --duration 10s --fault-at 3s --strict
@@ -291,7 +291,7 @@ events-stress: ## The event tests RUNS= times (default 50) beside a busy core an
 	DATABASE_URL=$(DATABASE_ADMIN_URL) KAFKA_TEST_BROKERS=$(KAFKA_TEST_BROKERS) RUNS=$(RUNS) BUSY=1 PRODUCE=1 \
 	    TANSU_BIN=$$(scripts/ensure-tansu.sh --print-bin) scripts/stress-event-tests.sh
 
-fault-db: load-build ## PostgreSQL restarted, its sessions terminated, stopped for a while: per driver and pooling
+fault-db: load-build ## PostgreSQL restarted, its sessions terminated, stopped for a while: per driver, pooling and pool layout
 	scripts/fault.sh fault-db --faults db-restart,db-terminate,db-stop --variants $(FAULT_DB_VARIANTS) \
 	    $(FAULT_ENV) --latency-bound 8s $(FAULT_ARGS) $(FAULT_DOWN)
 

@@ -110,13 +110,14 @@ pub enum PoolLayout {
     /// request's unit of work is handed from its worker's thread to that
     /// runtime and its answer back, and any idle connection serves any
     /// request.
-    #[default]
     Shared,
     /// Each worker owns a slice of `pool_max_size` (split as evenly as it
     /// goes): checkout, statements and answer stay on the worker's thread,
     /// and a request cannot borrow an idle connection of another worker's
     /// slice. Callers that are no worker (background tasks) take the
-    /// slices in turn.
+    /// slices in turn. The default: it halves the context switches per
+    /// request (`make loadtest-layout`, `make profile`).
+    #[default]
     PerWorker,
 }
 

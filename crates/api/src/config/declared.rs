@@ -58,16 +58,16 @@ pub struct DeclaredSettings {
     )]
     pub db_pool: Pooling,
 
-    /// `shared`: one pool for the process, its connections driven on one runtime, each
-    /// request's unit of work handed there from its worker's thread and back. `per_worker`:
-    /// each HTTP worker owns a slice of `DB_POOL_MAX_SIZE` (as even as it splits) and runs its
-    /// requests' statements on its own thread; a request cannot borrow an idle connection of
-    /// another worker's slice
+    /// `per_worker`: each HTTP worker owns a slice of `DB_POOL_MAX_SIZE` (as even as it
+    /// splits) and runs its requests' statements on its own thread; a request cannot borrow an
+    /// idle connection of another worker's slice. `shared`: one pool for the process, its
+    /// connections driven on one runtime, each request's unit of work handed there from its
+    /// worker's thread and back
     #[arg(
         long,
         global = true,
         env = "DB_POOL_LAYOUT",
-        default_value = "shared",
+        default_value = "per_worker",
         help_heading = "Database"
     )]
     pub db_pool_layout: PoolLayout,
