@@ -27,17 +27,19 @@ LIBPQ := scripts/ensure-debian.sh libpq-dev
 # What they run: the release build (target/release), or, with QUICK=1,
 # whose figures measure nothing and only show that a target works, the
 # debug build `make test` already made (target/debug), so CI builds the
-# workspace once rather than twice. The scripts and chatlab-load find the
-# binaries through CHATLAB_BIN_DIR and CHATLAB_BIN.
+# workspace once rather than twice. Under QUICK=1 the scripts and
+# chatlab-load find the debug binaries through CHATLAB_BIN_DIR and
+# CHATLAB_BIN; without it they run target/release, and `make test` and
+# dashboard-check the debug build the tests made, as they always do.
 ifeq ($(QUICK),1)
   BIN_DIR := target/debug
   BUILD_PROFILE := dev
+  export CHATLAB_BIN_DIR := $(BIN_DIR)
+  export CHATLAB_BIN := $(BIN_DIR)/chatlab
 else
   BIN_DIR := target/release
   BUILD_PROFILE := release
 endif
-export CHATLAB_BIN_DIR := $(BIN_DIR)
-export CHATLAB_BIN := $(BIN_DIR)/chatlab
 LOAD := ./$(BIN_DIR)/chatlab-load
 LOAD_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/chatlab_load
 MEMBERS ?= 50
