@@ -54,6 +54,19 @@ fi
     echo "|---|---|---|---|---|"
 } >"$out/results.md"
 
+# The steps .ci/run announced ("== [MmSSs] step"), with the time since it
+# began, from each log that has them: where a cold run's minutes went.
+steps() {
+    local log
+    for log in "$1"/*.log; do
+        grep -q '^== \[' "$log" || continue
+        echo
+        echo "Steps of $(basename "$log"), as it printed them (time since it began):"
+        echo
+        grep -h '^== \[' "$log" | sed 's/^== /- /'
+    done
+}
+
 status=0
 n=0
 for command in "$@"; do
@@ -79,6 +92,7 @@ done
         grep -h 'Finished `' "$log" | sed "s|^ *|- $(basename "$log"): |"
     done
 } >>"$out/results.md"
+steps "$out" >>"$out/results.md"
 
 # The runs the commands wrote, kept with the rest.
 for run in "$scratch"/repo/results/*/; do
