@@ -556,8 +556,7 @@ impl Accumulated {
             if all > 0 {
                 let share = v.requests() as f64 / all as f64;
                 self.cpu_seconds += stats.cpu_seconds * share;
-                self.switches.voluntary += (stats.switches.voluntary as f64 * share) as u64;
-                self.switches.involuntary += (stats.switches.involuntary as f64 * share) as u64;
+                self.switches += stats.switches.share(share);
                 self.imbalanced_waits += stats.imbalanced_waits * share;
             }
         }
@@ -719,8 +718,7 @@ fn merge_stats(all: &[ServerStats]) -> ServerStats {
         out.cpu_percent += s.cpu_percent / n;
         out.timeouts += s.timeouts;
         out.imbalanced_waits += s.imbalanced_waits;
-        out.switches.voluntary += s.switches.voluntary;
-        out.switches.involuntary += s.switches.involuntary;
+        out.switches += s.switches;
         out.use_time = out.use_time.add(&s.use_time);
         out.wait_time = out.wait_time.add(&s.wait_time);
         for (strategy, (trips, chats)) in &s.round_trips_by_strategy {

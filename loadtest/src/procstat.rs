@@ -35,6 +35,21 @@ impl Switches {
             involuntary: self.involuntary.saturating_sub(earlier.involuntary),
         }
     }
+
+    /// A share of these (`share` in 0..=1), rounded down.
+    pub fn share(self, share: f64) -> Self {
+        Self {
+            voluntary: (self.voluntary as f64 * share) as u64,
+            involuntary: (self.involuntary as f64 * share) as u64,
+        }
+    }
+}
+
+impl std::ops::AddAssign for Switches {
+    fn add_assign(&mut self, other: Self) {
+        self.voluntary += other.voluntary;
+        self.involuntary += other.involuntary;
+    }
 }
 
 /// Reads `voluntary_ctxt_switches` and `nonvoluntary_ctxt_switches` of every
@@ -44,9 +59,7 @@ pub fn switches(pid: u32) -> Option<Switches> {
     let mut total = Switches::default();
     for task in fs::read_dir(format!("/proc/{pid}/task")).ok()?.flatten() {
         if let Ok(status) = fs::read_to_string(task.path().join("status")) {
-            let t = parse_switches(&status);
-            total.voluntary += t.voluntary;
-            total.involuntary += t.involuntary;
+            total += parse_switches(&status);
         }
     }
     Some(total)

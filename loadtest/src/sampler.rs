@@ -200,9 +200,7 @@ fn summarise(stats: &mut ServerStats, watches: &[Watch], elapsed: f64) {
             cpu += b - a;
         }
         if let (Some(a), Some(b)) = (w.switches_start, w.switches_end) {
-            let d = b.since(a);
-            stats.switches.voluntary += d.voluntary;
-            stats.switches.involuntary += d.involuntary;
+            stats.switches += b.since(a);
         }
     }
     stats.cpu_seconds = cpu;
