@@ -10,6 +10,7 @@ pub mod commands;
 pub mod entities;
 pub mod errors;
 pub mod events;
+pub mod fanout;
 pub mod idempotency;
 pub mod ids;
 pub mod import_jobs;
@@ -25,6 +26,7 @@ pub use commands::{CreateChat, NewChat, NewMessage, NewUser, SendMessage};
 pub use entities::{Chat, ChatCreated, Member, Message, MessageKind, User};
 pub use errors::{Entity, RepositoryError, UnavailableReason};
 pub use events::{AckedEvent, Event, EventPayload, Receipt};
+pub use fanout::{ChatSummary, MarkRead, MessageFanout, ReadState, UnknownFanout};
 pub use idempotency::{IdempotencyKey, InvalidIdempotencyKey, KeyClaim, Keyed, StoredResponse};
 pub use ids::{ChatId, MessageId, UserId};
 pub use import_jobs::{

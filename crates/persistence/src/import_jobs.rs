@@ -15,8 +15,8 @@ use uuid::Uuid;
 
 use chatlab_domain::{
     ChatId, ChunkFailure, ChunkRange, Entity, ImportMembers, ImportMessages, ImportPlan,
-    ImportReport, InsertStrategy, KeyClaim, MessageKind, PublishMode, RepositoryError,
-    StoredResponse, UserId,
+    ImportReport, InsertStrategy, KeyClaim, MessageFanout, MessageKind, PublishMode,
+    RepositoryError, StoredResponse, UserId,
 };
 
 use crate::create_chat::{WriteCount, insert_members, rows_per_statement};
@@ -24,9 +24,9 @@ use crate::error_mapping::{name_unknown_users, query_err};
 use crate::idempotency::{self, Claimed};
 use crate::models::MessageRow;
 use crate::publish_plan::TxError;
-use crate::queries::InsertMessagesUnnest;
+use crate::queries::{InsertImportedInbox, InsertMessagesUnnest};
 use crate::reads;
-use crate::schema::{chat_members, messages};
+use crate::schema::{chat_members, chats, messages};
 use crate::session::DbSession;
 use crate::store::PgStore;
 use crate::write_metrics::ImportKind;
@@ -41,21 +41,22 @@ enum Rows {
         joined_at: DateTime<Utc>,
         user_ids: Vec<Uuid>,
     },
-    Messages(Vec<MessageRow>),
+    /// Messages, and whether their inbox rows are written with them.
+    Messages(Vec<MessageRow>, MessageFanout),
 }
 
 impl Rows {
     fn kind(&self) -> ImportKind {
         match self {
             Self::Members { .. } => ImportKind::Members,
-            Self::Messages(_) => ImportKind::Messages,
+            Self::Messages(..) => ImportKind::Messages,
         }
     }
 
     fn len(&self) -> usize {
         match self {
             Self::Members { user_ids, .. } => user_ids.len(),
-            Self::Messages(rows) => rows.len(),
+            Self::Messages(rows, _) => rows.len(),
         }
     }
 
@@ -73,7 +74,12 @@ impl Rows {
                 joined_at,
                 user_ids,
             } => insert_members(s, *chat_id, &user_ids[range], *joined_at, strategy).await,
-            Self::Messages(rows) => insert_messages(s, &rows[range], strategy).await,
+            Self::Messages(rows, MessageFanout::None) => {
+                insert_messages(s, &rows[range], strategy).await
+            }
+            Self::Messages(rows, MessageFanout::Inbox) => {
+                insert_messages_fanned(s, &rows[range], strategy).await
+            }
         }
     }
 }
@@ -124,6 +130,38 @@ async fn insert_messages(
     Ok(count)
 }
 
+/// Inserts message rows by `strategy` with their inbox rows (every member
+/// but each message's sender), after a share lock on the chat row that
+/// keeps membership changes out until the chunk commits, as a send does.
+/// The inbox rows go in one statement whatever the strategy; the count is
+/// the messages'.
+async fn insert_messages_fanned(
+    s: &mut DbSession,
+    rows: &[MessageRow],
+    strategy: InsertStrategy,
+) -> QueryResult<WriteCount> {
+    let Some(first) = rows.first() else {
+        return Ok(WriteCount::default());
+    };
+    let chat_id = first.chat_id;
+    s.load::<_, Uuid>(
+        chats::table
+            .filter(chats::id.eq(chat_id))
+            .select(chats::id)
+            .for_share(),
+    )
+    .await?;
+    let count = insert_messages(s, rows, strategy).await?;
+    s.execute(InsertImportedInbox {
+        chat_id,
+        ids: rows.iter().map(|r| r.id).collect(),
+        sender_ids: rows.iter().filter_map(|r| r.sender_id).collect(),
+        bodies: rows.iter().map(|r| r.body.clone()).collect(),
+    })
+    .await?;
+    Ok(count)
+}
+
 /// One chunk as one transaction. Under a key the chunk claims its part
 /// first: a chunk committed by an earlier request with the same key is
 /// not written again (`None`).
@@ -169,7 +207,7 @@ async fn write_chunk(
                 .collect();
             Err(name_unknown_users(s, &ids, e).await)
         }
-        (Err(e), Rows::Messages(_)) => Err(query_err(e)),
+        (Err(e), Rows::Messages(..)) => Err(query_err(e)),
     }
 }
 
@@ -320,6 +358,22 @@ impl PgStore {
         caller: UserId,
         key: Option<KeyClaim>,
     ) -> Result<ImportReport, RepositoryError> {
+        self.import_messages_routed(job, strategy, MessageFanout::None, caller, key)
+            .await
+    }
+
+    /// [`Self::import_messages_keyed`], with `fanout`: under
+    /// [`MessageFanout::Inbox`] each chunk writes its messages' inbox rows
+    /// in its own transaction, so the unread counts an import leaves are
+    /// those its messages would have left, sent one by one.
+    pub async fn import_messages_routed(
+        &self,
+        job: ImportMessages,
+        strategy: InsertStrategy,
+        fanout: MessageFanout,
+        caller: UserId,
+        key: Option<KeyClaim>,
+    ) -> Result<ImportReport, RepositoryError> {
         let chat_id = job.chat_id;
         let senders: Vec<Uuid> = job.senders().iter().map(|id| id.as_uuid()).collect();
         // The caller must own the chat and every sender be a member;
@@ -364,6 +418,7 @@ impl PgStore {
                     publish_mode: PublishMode::Off.as_str().to_owned(),
                 })
                 .collect(),
+            fanout,
         );
         Ok(self.run_chunks(rows, job.plan, strategy, key).await)
     }

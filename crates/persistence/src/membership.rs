@@ -27,7 +27,7 @@ use crate::idempotency::{self, Claimed};
 use crate::models::MessageRow;
 use crate::publish_plan::{PublishPlan, TxError};
 use crate::reads;
-use crate::schema::{chat_members, chats, messages};
+use crate::schema::{chat_members, chats, inbox, messages};
 use crate::session::DbSession;
 use crate::store::PgStore;
 
@@ -179,6 +179,15 @@ async fn remove_member_work(
         if removed == 0 {
             return Err(refused(PgStore::not_found(Entity::Member, command.user_id)));
         }
+        // Their inbox rows of the chat go with them, whichever fan-out
+        // wrote the chat's messages (none leaves nothing to delete): a
+        // later return starts from what is sent after it.
+        s.execute(
+            diesel::delete(inbox::table)
+                .filter(inbox::user_id.eq(command.user_id.as_uuid()))
+                .filter(inbox::chat_id.eq(chat_id.as_uuid())),
+        )
+        .await?;
         let change = Change {
             chat_id,
             message_id: command.message_id,

@@ -7,6 +7,7 @@ diesel::table! {
         chat_id -> Uuid,
         user_id -> Uuid,
         joined_at -> Timestamptz,
+        read_up_to -> Nullable<Uuid>,
     }
 }
 
@@ -43,6 +44,16 @@ diesel::table! {
         status -> Int2,
         response -> Text,
         created_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    inbox (user_id, chat_id, message_id) {
+        user_id -> Uuid,
+        chat_id -> Uuid,
+        message_id -> Uuid,
+        read -> Bool,
+        mentioned -> Bool,
     }
 }
 
@@ -93,6 +104,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     chats,
     event_receipts,
     idempotency_keys,
+    inbox,
     messages,
     outbox,
     users,

@@ -11,18 +11,19 @@ use tracing::instrument;
 
 use chatlab_domain::{
     Chat, ChatCreated, ChatId, CreateChat, Entity, Event, EventPublisher, InsertStrategy, KeyClaim,
-    Keyed, Member, Message, MessageId, NewUser, Page, PageRequest, PublishMode, RepositoryError,
-    SendMessage, UnavailableReason, User, UserId,
+    Keyed, Member, Message, MessageFanout, MessageId, NewUser, Page, PageRequest, PublishMode,
+    RepositoryError, SendMessage, UnavailableReason, User, UserId,
 };
 use tokio::sync::Notify;
 
 use crate::config::DbConfig;
 use crate::create_chat::{
-    ChatWrite, create_chat_inner, create_chat_single, pipeline_statements, pipeline_write,
-    rows_per_statement,
+    ChatWrite, WriteCount, create_chat_inner, create_chat_single, pipeline_statements,
+    pipeline_write, rows_per_statement,
 };
 use crate::database::Database;
 use crate::error_mapping::{name_unknown_users, query_err};
+use crate::fanout::{Fanned, insert_fanned};
 use crate::idempotency::{self, Claimed};
 use crate::models::UserRow;
 use crate::pool_metrics::PoolMetrics;
@@ -412,19 +413,22 @@ async fn ensure_member_behind_empty_page(
     Ok(())
 }
 
-/// sendMessage's unit of work: the guarded insert (and the event step of
-/// modes that have one), then, when nothing was inserted, why.
+/// sendMessage's unit of work: the guarded insert (with the message's
+/// inbox rows when it fans out on write, and the event step of modes that
+/// have one), then, when nothing was inserted, why. Returns the inbox rows
+/// written.
 async fn send_message_work(
     s: &mut DbSession,
     insert: InsertTalkIfMember,
+    fanned: Option<(&Fanned, InsertStrategy)>,
     plan: &PublishPlan,
     key: Option<&KeyClaim>,
     retention: Duration,
-) -> Result<Keyed<()>, RepositoryError> {
+) -> Result<Keyed<u64>, RepositoryError> {
     let chat_id = ChatId::from_uuid(insert.chat_id);
-    let inserted = if !plan.needs_transaction() && key.is_none() {
+    let (inserted, inbox_rows) = if fanned.is_none() && !plan.needs_transaction() && key.is_none() {
         // One statement: no transaction needed.
-        s.execute(insert).await.map_err(query_err)?
+        (s.execute(insert).await.map_err(query_err)?, 0)
     } else {
         let outcome = s
             .transaction(async |s| {
@@ -433,20 +437,26 @@ async fn send_message_work(
                 {
                     return Ok(Keyed::Replayed(response));
                 }
-                let inserted = s.execute(insert).await?;
+                let (inserted, inbox) = match fanned {
+                    None => (s.execute(insert).await?, WriteCount::default()),
+                    Some((message, strategy)) => {
+                        insert_fanned(s, insert, message, strategy).await?
+                    }
+                };
                 if inserted == 1 {
                     plan.before_commit(s).await?;
                 } else {
-                    // Roll the key's claim back with the write that did
-                    // not happen.
+                    // Roll the key's claim (and whatever a pipelined
+                    // fan-out wrote) back with the write that did not
+                    // happen.
                     return Err(TxError::Refused(PgStore::not_found(Entity::Chat, chat_id)));
                 }
-                Ok::<_, TxError>(Keyed::Fresh(inserted))
+                Ok::<_, TxError>(Keyed::Fresh((inserted, inbox.rows)))
             })
             .await
             .map_err(tx_err)?;
         match outcome {
-            Keyed::Fresh(inserted) => inserted,
+            Keyed::Fresh(done) => done,
             Keyed::Replayed(response) => return Ok(Keyed::Replayed(response)),
         }
     };
@@ -455,7 +465,30 @@ async fn send_message_work(
         // so a chat's existence cannot be probed, and no second statement.
         return Err(PgStore::not_found(Entity::Chat, chat_id));
     }
-    Ok(Keyed::Fresh(()))
+    Ok(Keyed::Fresh(inbox_rows))
+}
+
+/// How one send writes: its publish mode, and whether (and by which
+/// strategy) it fans out on write.
+#[derive(Debug, Clone, Copy)]
+pub struct SendRoute {
+    /// When and how its event is published.
+    pub mode: PublishMode,
+    /// `inbox`: one row per recipient in the message's transaction.
+    pub fanout: MessageFanout,
+    /// How the inbox rows are sent (nothing else depends on it).
+    pub strategy: InsertStrategy,
+}
+
+impl SendRoute {
+    /// A send that writes the message alone.
+    pub fn plain(mode: PublishMode) -> Self {
+        Self {
+            mode,
+            fanout: MessageFanout::None,
+            strategy: InsertStrategy::default(),
+        }
+    }
 }
 
 impl PgStore {
@@ -467,7 +500,9 @@ impl PgStore {
         command: SendMessage,
         mode: PublishMode,
     ) -> Result<Message, RepositoryError> {
-        let sent = self.send_message_keyed(command, mode, None).await?;
+        let sent = self
+            .send_message_routed(command, SendRoute::plain(mode), None)
+            .await?;
         sent.fresh().ok_or_else(|| {
             RepositoryError::Internal("a write without a key was answered as a replay".into())
         })
@@ -475,17 +510,37 @@ impl PgStore {
 
     /// [`Self::send_message`] under an idempotency key, as
     /// [`Self::create_chat_keyed`].
-    #[instrument(
-        name = "send_message",
-        skip_all,
-        fields(chat_id = %command.chat_id, publish_mode = mode.as_str())
-    )]
     pub async fn send_message_keyed(
         &self,
         command: SendMessage,
         mode: PublishMode,
         key: Option<KeyClaim>,
     ) -> Result<Keyed<Message>, RepositoryError> {
+        self.send_message_routed(command, SendRoute::plain(mode), key)
+            .await
+    }
+
+    /// [`Self::send_message_keyed`] by `route`: with
+    /// [`MessageFanout::Inbox`] the message's inbox rows (one per member
+    /// but the sender) are written in its transaction by the route's
+    /// strategy, after a share lock on the chat row that keeps membership
+    /// changes out until it commits.
+    #[instrument(
+        name = "send_message",
+        skip_all,
+        fields(
+            chat_id = %command.chat_id,
+            publish_mode = route.mode.as_str(),
+            fanout = route.fanout.as_str(),
+        )
+    )]
+    pub async fn send_message_routed(
+        &self,
+        command: SendMessage,
+        route: SendRoute,
+        key: Option<KeyClaim>,
+    ) -> Result<Keyed<Message>, RepositoryError> {
+        let mode = route.mode;
         let plan = self.plan(mode, || {
             Event::message_sent(&command, mode)
                 .with_trace_parent(chatlab_telemetry::current_traceparent())
@@ -498,20 +553,32 @@ impl PgStore {
             created_at: command.created_at,
             publish_mode: mode.as_str(),
         };
+        let fanned = (route.fanout == MessageFanout::Inbox).then(|| Fanned {
+            chat_id: command.chat_id.as_uuid(),
+            message_id: command.id.as_uuid(),
+            sender_id: command.sender_id.as_uuid(),
+            body: command.body.clone(),
+        });
         let retention = self.key_retention;
+        let strategy = route.strategy;
         let outcome = {
             let plan = plan.clone();
             self.db
                 .run(move |s| {
                     async move {
-                        send_message_work(s, insert, &plan, key.as_ref(), retention).await
+                        let fanned = fanned.as_ref().map(|f| (f, strategy));
+                        send_message_work(s, insert, fanned, &plan, key.as_ref(), retention).await
                     }
                     .boxed()
                 })
                 .await?
         };
-        if let Keyed::Replayed(response) = outcome {
-            return Ok(Keyed::Replayed(response));
+        let inbox_rows = match outcome {
+            Keyed::Fresh(rows) => rows,
+            Keyed::Replayed(response) => return Ok(Keyed::Replayed(response)),
+        };
+        if route.fanout == MessageFanout::Inbox {
+            self.writes.record_inbox(strategy, inbox_rows);
         }
         plan.after_commit().await;
         Ok(Keyed::Fresh(Message::sent(&command)))

@@ -89,6 +89,9 @@ pub struct WriteMetrics {
     pub import_rows: Family<ImportRowsLabel, Counter>,
     /// Import chunks, by outcome.
     pub import_chunks: Family<ImportChunkLabel, Counter>,
+    /// Inbox rows committed by sends that fan out on write
+    /// (`MESSAGE_FANOUT=inbox`), by strategy.
+    pub inbox_rows: Family<StrategyLabel, Counter>,
 }
 
 fn new_histogram() -> Histogram {
@@ -106,6 +109,7 @@ impl WriteMetrics {
             connection_hold: Family::new_with_constructor(new_histogram),
             import_rows: Family::default(),
             import_chunks: Family::default(),
+            inbox_rows: Family::default(),
         };
         registry.register(
             "chatlab_create_chat_statements",
@@ -143,6 +147,11 @@ impl WriteMetrics {
             "Import chunks (one transaction each), by kind and outcome",
             m.import_chunks.clone(),
         );
+        registry.register(
+            "chatlab_inbox_rows_inserted",
+            "Inbox rows committed by sends that fan out on write (MESSAGE_FANOUT=inbox), by strategy",
+            m.inbox_rows.clone(),
+        );
         m.create_every_series();
         Arc::new(m)
     }
@@ -159,6 +168,7 @@ impl WriteMetrics {
             let _ = self.rows.get_or_create(&label);
             let _ = self.chats.get_or_create(&label);
             let _ = self.round_trips.get_or_create(&label);
+            let _ = self.inbox_rows.get_or_create(&label);
             for kind in [ImportKind::Members, ImportKind::Messages] {
                 let _ = self.import_rows.get_or_create(&ImportRowsLabel {
                     kind: kind.as_str(),
@@ -198,6 +208,15 @@ impl WriteMetrics {
                 })
                 .inc_by(count.rows);
         }
+    }
+
+    /// Records the inbox rows of one committed send.
+    pub(crate) fn record_inbox(&self, strategy: InsertStrategy, rows: u64) {
+        self.inbox_rows
+            .get_or_create(&StrategyLabel {
+                strategy: strategy.as_str(),
+            })
+            .inc_by(rows);
     }
 
     /// Records one committed createChat.

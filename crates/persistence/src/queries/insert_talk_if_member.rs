@@ -54,3 +54,23 @@ impl QueryFragment<Pg> for InsertTalkIfMember {
         Ok(())
     }
 }
+
+/// [`InsertTalkIfMember`] that first takes a share lock on the chat row
+/// (`... AND EXISTS (SELECT 1 FROM chats WHERE id = $8 FOR SHARE)`): the
+/// first statement of a send that fans out on write. A membership change
+/// holds `FOR NO KEY UPDATE` on the chat row until it commits, so once
+/// this statement returns, the next one (a new snapshot under READ
+/// COMMITTED) reads the members as they will stay until this transaction
+/// ends; sends do not wait for one another.
+#[derive(Debug, Clone, QueryId)]
+pub struct InsertTalkIfMemberLockingChat(pub InsertTalkIfMember);
+
+impl QueryFragment<Pg> for InsertTalkIfMemberLockingChat {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
+        self.0.walk_ast(out.reborrow())?;
+        out.push_sql(" AND EXISTS (SELECT 1 FROM chats WHERE id = ");
+        out.push_bind_param::<SqlUuid, _>(&self.0.chat_id)?;
+        out.push_sql(" FOR SHARE)");
+        Ok(())
+    }
+}

@@ -12,3 +12,4 @@ mod pipeline;
 mod pool_layout;
 mod pool_metrics;
 mod support;
+mod unread_state;

@@ -1,18 +1,8 @@
 use chatlab_domain::{
-    ChatId, Entity, InsertStrategy, MessageKind, NewMessage, PageRequest, PublishMode,
-    RepositoryError, SendMessage, UserId,
+    ChatId, Entity, InsertStrategy, MessageKind, PageRequest, PublishMode, RepositoryError,
 };
 
-use crate::support::{command, fixture, seed_users};
-
-fn message(chat_id: ChatId, sender_id: UserId, body: &str) -> SendMessage {
-    SendMessage::validate(NewMessage {
-        chat_id,
-        sender_id,
-        body: body.to_owned(),
-    })
-    .unwrap()
-}
+use crate::support::{command, fixture, message, seed_users};
 
 #[tokio::test]
 async fn members_can_post_and_others_cannot() {

@@ -7,8 +7,8 @@ use prometheus_client::registry::Registry;
 use uuid::Uuid;
 
 use chatlab_domain::{
-    CreateChat, Event, EventPublisher, Limits, NewChat, NewUser, PublishError, PublishMode,
-    Receipt, UserId,
+    ChatId, CreateChat, Event, EventPublisher, Limits, NewChat, NewMessage, NewUser, PublishError,
+    PublishMode, Receipt, SendMessage, UserId,
 };
 use chatlab_persistence::PgStore;
 use chatlab_persistence::schema::{chat_members, chats, messages};
@@ -62,6 +62,16 @@ pub async fn seed_users(store: &PgStore, count: usize) -> Vec<UserId> {
     )
     .unwrap();
     store.create_users(users).await.unwrap()
+}
+
+/// A checked talk message.
+pub fn message(chat_id: ChatId, sender_id: UserId, body: &str) -> SendMessage {
+    SendMessage::validate(NewMessage {
+        chat_id,
+        sender_id,
+        body: body.to_owned(),
+    })
+    .unwrap()
 }
 
 pub fn command(name: &str, creator: UserId, members: &[UserId]) -> CreateChat {

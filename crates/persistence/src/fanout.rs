@@ -1,0 +1,161 @@
+//! Fan-out on write: a talk message's inbox rows, one per member but the
+//! sender, written in the message's transaction by the insert strategy.
+//!
+//! The rows are the same whatever the strategy; what differs is how they
+//! travel. `per_row`, `batch` and `unnest` read the recipients first (one
+//! round trip) and send them back as N single-row INSERTs, multi-row
+//! INSERTs, or one `unnest` INSERT; `single` lets the server fan out (one
+//! `INSERT ... SELECT FROM chat_members`), and `pipeline` sends that
+//! statement in one flight with the message's.
+
+use diesel::QueryResult;
+use diesel::prelude::*;
+use uuid::Uuid;
+
+use chatlab_domain::{InsertStrategy, UserId, fanout::mentions};
+
+use crate::create_chat::{WriteCount, rows_per_statement};
+use crate::queries::{
+    InsertInboxFromMembers, InsertInboxUnnest, InsertTalkIfMember, InsertTalkIfMemberLockingChat,
+};
+use crate::schema::{chat_members, inbox};
+use crate::session::{DbSession, Piped};
+
+/// Inbox rows per batch statement: 13,107 (five columns each).
+const INBOX_ROWS_PER_STATEMENT: usize = rows_per_statement(5);
+
+/// An `inbox` row.
+#[derive(Debug, Clone, Copy, Insertable)]
+#[diesel(table_name = inbox, check_for_backend(diesel::pg::Pg))]
+pub(crate) struct InboxRow {
+    pub user_id: Uuid,
+    pub chat_id: Uuid,
+    pub message_id: Uuid,
+    pub read: bool,
+    pub mentioned: bool,
+}
+
+/// The message a fan-out writes rows for.
+#[derive(Debug, Clone)]
+pub(crate) struct Fanned {
+    pub chat_id: Uuid,
+    pub message_id: Uuid,
+    pub sender_id: Uuid,
+    pub body: String,
+}
+
+impl Fanned {
+    /// The server-side fan-out statement of this message.
+    pub(crate) fn server_fanout(&self) -> InsertInboxFromMembers {
+        InsertInboxFromMembers {
+            chat_id: self.chat_id,
+            message_id: self.message_id,
+            sender_id: self.sender_id,
+            body: self.body.clone(),
+        }
+    }
+}
+
+/// Writes the inbox rows of `message` by `strategy`; the caller holds the
+/// transaction and has locked the chat row (so the members read here stay
+/// the members until it commits). `pipeline` is handled by the caller,
+/// which sends [`Fanned::server_fanout`] with the message; here it goes as
+/// `single`.
+pub(crate) async fn write_inbox(
+    s: &mut DbSession,
+    message: &Fanned,
+    strategy: InsertStrategy,
+) -> QueryResult<WriteCount> {
+    let mut count = WriteCount::default();
+    if matches!(strategy, InsertStrategy::Single | InsertStrategy::Pipeline) {
+        count.rows += s.execute(message.server_fanout()).await? as u64;
+        count.statements += 1;
+        return Ok(count);
+    }
+    let recipients: Vec<Uuid> = s
+        .load(
+            chat_members::table
+                .filter(chat_members::chat_id.eq(message.chat_id))
+                .filter(chat_members::user_id.ne(message.sender_id))
+                .select(chat_members::user_id),
+        )
+        .await?;
+    let row = |user_id: Uuid| InboxRow {
+        user_id,
+        chat_id: message.chat_id,
+        message_id: message.message_id,
+        read: false,
+        mentioned: mentions(&message.body, UserId::from_uuid(user_id)),
+    };
+    match strategy {
+        InsertStrategy::PerRow => {
+            for &user_id in &recipients {
+                count.rows += s
+                    .execute(diesel::insert_into(inbox::table).values(row(user_id)))
+                    .await? as u64;
+                count.statements += 1;
+            }
+        }
+        InsertStrategy::Batch => {
+            let rows: Vec<InboxRow> = recipients.iter().copied().map(row).collect();
+            for chunk in rows.chunks(INBOX_ROWS_PER_STATEMENT) {
+                count.rows += s
+                    .execute(diesel::insert_into(inbox::table).values(chunk))
+                    .await? as u64;
+                count.statements += 1;
+            }
+        }
+        InsertStrategy::Unnest | InsertStrategy::Single | InsertStrategy::Pipeline => {
+            if !recipients.is_empty() {
+                let mentioned = recipients.iter().map(|&u| row(u).mentioned).collect();
+                count.rows += s
+                    .execute(InsertInboxUnnest {
+                        chat_id: message.chat_id,
+                        message_id: message.message_id,
+                        user_ids: recipients,
+                        mentioned,
+                    })
+                    .await? as u64;
+                count.statements += 1;
+            }
+        }
+    }
+    Ok(count)
+}
+
+/// A send that fans out on write, inside its transaction: the message
+/// (locking the chat row first, see [`InsertTalkIfMemberLockingChat`]),
+/// then its inbox rows by `strategy`; `pipeline` sends both statements in
+/// one flight. Returns the message rows inserted (0 when the sender is no
+/// member, and then the caller rolls back whatever the flight wrote) and
+/// the inbox rows.
+pub(crate) async fn insert_fanned(
+    s: &mut DbSession,
+    insert: InsertTalkIfMember,
+    message: &Fanned,
+    strategy: InsertStrategy,
+) -> QueryResult<(usize, WriteCount)> {
+    let locking = InsertTalkIfMemberLockingChat(insert);
+    if strategy == InsertStrategy::Pipeline {
+        let flight = s
+            .pipelined(vec![
+                Piped::new(locking),
+                Piped::new(message.server_fanout()),
+            ])
+            .await?;
+        let inbox_rows = flight.rows.get(1).copied().unwrap_or(0) as u64;
+        let inserted = flight.rows.first().copied().unwrap_or(0);
+        return Ok((
+            inserted,
+            WriteCount {
+                statements: 1,
+                rows: inbox_rows,
+            },
+        ));
+    }
+    let inserted = s.execute(locking).await?;
+    if inserted == 0 {
+        return Ok((0, WriteCount::default()));
+    }
+    Ok((inserted, write_inbox(s, message, strategy).await?))
+}
