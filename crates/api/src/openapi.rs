@@ -8,7 +8,7 @@ use utoipa::OpenApi;
 use utoipa_actix_web::AppExt;
 
 use crate::idempotency::IdempotencyKeyValue;
-use crate::overrides::{PublishModeName, StrategyName};
+use crate::overrides::{FanoutName, PublishModeName, StrategyName};
 use crate::problem::{FieldProblem, Problem};
 
 /// Header, tags and shared schemas of the document.
@@ -24,8 +24,9 @@ use crate::problem::{FieldProblem, Problem};
             request bodies (a body naming them is a 400: the one breaking change); \
             the operator endpoints (`/metrics`, `/audit`, `POST /v1/users/bulk`) moved \
             to the operator listener; added: member addition and removal, the \
-            ownership hand-over, `owner_id` on a chat, `membership` messages, and \
-            `Idempotency-Key` on writes.",
+            ownership hand-over, `owner_id` on a chat, `membership` messages, \
+            `Idempotency-Key` on writes, and (2026-12-03) read markers, the caller's \
+            chats with unread counts, and the `X-Chatlab-Message-Fanout` override.",
         license(name = "Apache-2.0")
     ),
     components(schemas(
@@ -33,12 +34,14 @@ use crate::problem::{FieldProblem, Problem};
         FieldProblem,
         StrategyName,
         PublishModeName,
+        FanoutName,
         IdempotencyKeyValue
     )),
     tags(
         (name = "users", description = "Users, one at a time or in bulk"),
         (name = "chats", description = "Chat rooms and their members"),
         (name = "messages", description = "Messages in a chat"),
+        (name = "read state", description = "Read markers, and the caller's chats with their unread counts"),
         (name = "imports", description = "Bulk jobs: many members or messages into one chat, in chunked transactions"),
         (name = "live", description = "Live delivery: the caller's chats' events as Server-Sent Events"),
         (name = "operations", description = "Health, readiness and metrics"),

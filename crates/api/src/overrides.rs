@@ -1,5 +1,5 @@
-//! Per-request overrides: `X-Chatlab-Insert-Strategy` and
-//! `X-Chatlab-Publish-Mode`.
+//! Per-request overrides: `X-Chatlab-Insert-Strategy`,
+//! `X-Chatlab-Publish-Mode` and `X-Chatlab-Message-Fanout`.
 //!
 //! With `CHATLAB_ALLOW_OVERRIDES=true` a request may pick its member insert
 //! strategy and its event publish mode, so one load run can mix them against
@@ -15,7 +15,7 @@ use std::str::FromStr;
 use actix_web::dev::Payload;
 use actix_web::{FromRequest, HttpRequest};
 
-use chatlab_domain::{InsertStrategy, PublishMode};
+use chatlab_domain::{InsertStrategy, MessageFanout, PublishMode};
 
 use crate::problem::ApiError;
 use crate::state::AppState;
@@ -25,6 +25,9 @@ pub const INSERT_STRATEGY_HEADER: &str = "x-chatlab-insert-strategy";
 /// Request and response header naming the event publish mode.
 pub const PUBLISH_MODE_HEADER: &str = "x-chatlab-publish-mode";
 
+/// Request and response header naming the message fan-out.
+pub const MESSAGE_FANOUT_HEADER: &str = "x-chatlab-message-fanout";
+
 /// The strategy this request uses; recorded on the request's span.
 #[derive(Debug, Clone, Copy)]
 pub struct ChosenStrategy(pub InsertStrategy);
@@ -32,6 +35,32 @@ pub struct ChosenStrategy(pub InsertStrategy);
 /// The publish mode this request uses; recorded on the request's span.
 #[derive(Debug, Clone, Copy)]
 pub struct ChosenPublishMode(pub PublishMode);
+
+/// The message fan-out this request uses: what a send writes, and which
+/// rows a read of unread counts reads.
+#[derive(Debug, Clone, Copy)]
+pub struct ChosenFanout(pub MessageFanout);
+
+impl ChosenFanout {
+    /// The response header that names it.
+    pub fn header(self) -> (&'static str, &'static str) {
+        (MESSAGE_FANOUT_HEADER, self.0.as_str())
+    }
+}
+
+impl FromRequest for ChosenFanout {
+    type Error = ApiError;
+    type Future = Ready<Result<Self, Self::Error>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        ready(
+            choose(req, MESSAGE_FANOUT_HEADER, |s| s.writes.default_fanout).map(|f| {
+                tracing::Span::current().record("chatlab.message_fanout", f.as_str());
+                ChosenFanout(f)
+            }),
+        )
+    }
+}
 
 impl ChosenStrategy {
     /// The response header that names it.
@@ -138,9 +167,19 @@ pub enum PublishModeName {
     Outbox,
 }
 
+/// The values `X-Chatlab-Message-Fanout` takes, for the OpenAPI document.
+#[derive(Debug, Clone, Copy, utoipa::ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub enum FanoutName {
+    /// The message's row alone; unread counts counted when read.
+    None,
+    /// One inbox row per recipient in the message's transaction.
+    Inbox,
+}
+
 #[cfg(test)]
 mod tests {
-    use chatlab_domain::{InsertStrategy, PublishMode};
+    use chatlab_domain::{InsertStrategy, MessageFanout, PublishMode};
 
     fn names<T: utoipa::PartialSchema>() -> Vec<String> {
         let schema = serde_json::to_value(T::schema()).unwrap_or_default();
@@ -166,6 +205,11 @@ mod tests {
         assert_eq!(modes.len(), 5);
         for m in &modes {
             assert!(m.parse::<PublishMode>().is_ok(), "{m}");
+        }
+        let fanouts = names::<super::FanoutName>();
+        assert_eq!(fanouts.len(), MessageFanout::ALL.len());
+        for f in &fanouts {
+            assert!(f.parse::<MessageFanout>().is_ok(), "{f}");
         }
     }
 }

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use clap::builder::RangedU64ValueParser;
 use clap::{ArgAction, Args};
 
-use chatlab_domain::{InsertStrategy, PublishMode};
+use chatlab_domain::{InsertStrategy, MessageFanout, PublishMode};
 use chatlab_persistence::{Driver, PoolLayout, Pooling, Recycle};
 
 use super::{JwtAlgorithm, LogFormat};
@@ -382,7 +382,8 @@ pub struct DeclaredSettings {
     )]
     pub chat_insert_strategy: InsertStrategy,
 
-    /// Honour `X-Chatlab-Insert-Strategy` and `X-Chatlab-Publish-Mode` per request
+    /// Honour `X-Chatlab-Insert-Strategy`, `X-Chatlab-Publish-Mode` and `X-Chatlab-Message-Fanout`
+    /// per request
     #[arg(
         long,
         global = true,
@@ -392,6 +393,19 @@ pub struct DeclaredSettings {
         help_heading = "Writes"
     )]
     pub chatlab_allow_overrides: bool,
+
+    /// `none`: a message is its one row, and unread counts are counted from the messages and the
+    /// read markers when read; `inbox`: a message also writes one row per member but the sender
+    /// (read and mentioned flags) in its transaction, by the insert strategy, and unread counts
+    /// read those rows. Both answer every read the same
+    #[arg(
+        long,
+        global = true,
+        env = "MESSAGE_FANOUT",
+        default_value = "none",
+        help_heading = "Writes"
+    )]
+    pub message_fanout: MessageFanout,
 
     /// Events a live connection (`GET /v1/events`) may have waiting; a client slower than that is disconnected
     #[arg(

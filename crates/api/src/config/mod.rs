@@ -23,7 +23,7 @@ use std::time::Duration;
 use clap::Parser;
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 
-use chatlab_domain::{InsertStrategy, Limits, PublishMode};
+use chatlab_domain::{InsertStrategy, Limits, MessageFanout, PublishMode};
 use chatlab_kafka::KafkaConfig;
 use chatlab_persistence::config::default_pool_size;
 use chatlab_persistence::outbox_relay::RelaySettings;
@@ -153,6 +153,8 @@ pub struct WriteSettings {
     pub default_strategy: InsertStrategy,
     /// Publish mode when the request names none.
     pub default_publish_mode: PublishMode,
+    /// Message fan-out when the request names none.
+    pub default_fanout: MessageFanout,
     /// Whether a request may name them (`X-Chatlab-Insert-Strategy`,
     /// `X-Chatlab-Publish-Mode`).
     pub allow_overrides: bool,
@@ -273,6 +275,7 @@ impl Settings {
             writes: WriteSettings {
                 default_strategy: d.chat_insert_strategy,
                 default_publish_mode: d.kafka_publish_mode,
+                default_fanout: d.message_fanout,
                 allow_overrides: d.chatlab_allow_overrides,
                 idempotency_sweep_every: Duration::from_secs(d.chatlab_idempotency_sweep_secs),
             },

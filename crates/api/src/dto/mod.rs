@@ -6,6 +6,7 @@ mod chats;
 mod import_jobs;
 mod members;
 mod messages;
+mod read_state;
 mod users;
 
 pub use chats::{
@@ -19,6 +20,9 @@ pub use members::{
     AddMembersRequest, MembersAddedResponse, OwnerChangedResponse, TransferOwnershipRequest,
 };
 pub use messages::{MessageResponse, MessagesPage, MessagesQuery, SendMessageRequest};
+pub use read_state::{
+    ChatSummaryResponse, MarkReadRequest, MyChatsPage, MyChatsQuery, ReadStateResponse,
+};
 pub use users::{
     BulkUsersRequest, BulkUsersResponse, CreateUserRequest, CreatedUserResponse, TokenRequest,
     TokenResponse, UserResponse,

@@ -2,16 +2,21 @@ use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, get, post, web};
 
 use chatlab_domain::{ChatId, Message, MessageId, NewMessage, PageRequest, SendMessage};
+use chatlab_persistence::SendRoute;
 
 use crate::auth::Caller;
 use crate::dto::{MessageResponse, MessagesPage, MessagesQuery, SendMessageRequest};
 use crate::idempotency::{IdempotencyKeyHeader, IdempotencyKeyValue, PreparedResponse};
-use crate::overrides::{ChosenPublishMode, ChosenStrategy, PublishModeName};
+use crate::overrides::{
+    ChosenFanout, ChosenPublishMode, ChosenStrategy, FanoutName, PublishModeName, StrategyName,
+};
 use crate::problem::{ApiError, Problem};
 use crate::state::AppState;
 
 /// Posts a message as the caller, with its `message.sent` event (by the
-/// publish mode). The membership check and the insert are one statement.
+/// publish mode). The membership check and the insert are one statement;
+/// with the `inbox` fan-out the message's inbox rows (one per member but
+/// the sender) are written in its transaction, by the insert strategy.
 #[utoipa::path(
     tag = "messages",
     request_body = SendMessageRequest,
@@ -19,14 +24,19 @@ use crate::state::AppState;
         ("id" = uuid::Uuid, Path, description = "Chat id"),
         ("x-chatlab-publish-mode" = Option<PublishModeName>, Header,
             description = "off, in_tx_await, in_tx_enqueue, after_commit or outbox; honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
+        ("x-chatlab-insert-strategy" = Option<StrategyName>, Header,
+            description = "How the inbox rows are written under the inbox fan-out (a message is one row whatever it is); honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
+        ("x-chatlab-message-fanout" = Option<FanoutName>, Header,
+            description = "none or inbox; honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
         ("idempotency-key" = Option<IdempotencyKeyValue>, Header,
             description = "Makes a retry safe: the same key from the same user within the retention (24 h) answers the first response and writes nothing more"),
     ),
     responses(
         (status = 201, description = "Created; or, with `Idempotent-Replayed: true`, the first response to this Idempotency-Key", body = MessageResponse,
             headers(
-                ("x-chatlab-insert-strategy" = String, description = "The server's strategy (a message is one row whatever it is)"),
+                ("x-chatlab-insert-strategy" = String, description = "The strategy used (it writes the inbox rows under the inbox fan-out; a message is one row whatever it is)"),
                 ("x-chatlab-publish-mode" = String, description = "The publish mode used"),
+                ("x-chatlab-message-fanout" = String, description = "The message fan-out used"),
                 ("idempotent-replayed" = String, description = "`true` when this is the stored response of an earlier request with the same Idempotency-Key"),
             )),
         (status = 409, description = "A request with the same Idempotency-Key is still being written", body = Problem, content_type = "application/problem+json"),
@@ -42,8 +52,7 @@ use crate::state::AppState;
 pub async fn send_message(
     caller: Caller,
     state: web::Data<AppState>,
-    strategy: ChosenStrategy,
-    mode: ChosenPublishMode,
+    (strategy, mode, fanout): (ChosenStrategy, ChosenPublishMode, ChosenFanout),
     id: web::Path<uuid::Uuid>,
     key: IdempotencyKeyHeader,
     body: web::Json<SendMessageRequest>,
@@ -63,13 +72,19 @@ pub async fn send_message(
         StatusCode::CREATED,
         &MessageResponse::from(Message::sent(&command)),
     )?;
+    let route = SendRoute {
+        mode: mode.0,
+        fanout: fanout.0,
+        strategy: strategy.0,
+    };
     let outcome = state
         .store
-        .send_message_keyed(command, mode.0, prepared.claim())
+        .send_message_routed(command, route, prepared.claim())
         .await?;
     Ok(prepared.respond(outcome, |r| {
         r.insert_header(strategy.header())
-            .insert_header(mode.header());
+            .insert_header(mode.header())
+            .insert_header(fanout.header());
     }))
 }
 

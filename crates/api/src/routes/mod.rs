@@ -11,6 +11,7 @@ mod import_jobs;
 mod members;
 mod messages;
 mod metrics;
+mod read_state;
 mod users;
 
 use actix_web::web;
@@ -29,6 +30,9 @@ pub fn configure(cfg: &mut ServiceConfig) {
             .service(chats::list_members)
             .service(messages::send_message)
             .service(messages::list_messages)
+            .service(read_state::mark_read)
+            .service(read_state::my_chats)
+            .service(read_state::my_chat)
             .service(import_jobs::import_members)
             .service(import_jobs::import_messages)
             // After the imports: `/members/{user_id}` would otherwise also

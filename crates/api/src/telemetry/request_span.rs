@@ -44,6 +44,7 @@ impl RootSpanBuilder for RequestSpan {
                 http.response.status_code = Empty,
                 chatlab.insert_strategy = Empty,
                 chatlab.publish_mode = Empty,
+                chatlab.message_fanout = Empty,
                 chatlab.member_count = Empty,
                 sampling.priority = Empty,
             )

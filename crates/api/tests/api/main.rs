@@ -19,6 +19,7 @@ mod operations;
 mod pool;
 mod private_broker;
 mod probe;
+mod read_state;
 mod streams;
 mod support;
 mod users;

@@ -13,7 +13,7 @@ mod body;
 
 use crate::auth::Caller;
 use crate::idempotency::{IdempotencyKeyHeader, IdempotencyKeyValue, PreparedResponse};
-use crate::overrides::{ChosenStrategy, StrategyName};
+use crate::overrides::{ChosenFanout, ChosenStrategy, FanoutName, StrategyName};
 use crate::problem::{ApiError, Problem};
 use crate::state::AppState;
 use body::ImportBody;
@@ -163,7 +163,8 @@ pub async fn import_members(
 /// Imports many messages into an existing chat (the owner only), as a bulk job like the
 /// member import (same chunking, same partial-failure report). Every
 /// sender must be a member, checked before the first chunk. Imported
-/// messages publish no events.
+/// messages publish no events; under the `inbox` fan-out each chunk writes
+/// its messages' inbox rows in its transaction.
 #[utoipa::path(
     tag = "imports",
     request_body = ImportMessagesRequest,
@@ -171,6 +172,8 @@ pub async fn import_members(
         ("id" = uuid::Uuid, Path, description = "Chat id"),
         ("x-chatlab-insert-strategy" = Option<StrategyName>, Header,
             description = "per_row, batch or unnest inside each chunk (single and pipeline write a job's rows as unnest); honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
+        ("x-chatlab-message-fanout" = Option<FanoutName>, Header,
+            description = "none or inbox (each chunk also writes its inbox rows); honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
         ("idempotency-key" = Option<IdempotencyKeyValue>, Header,
             description = "Makes a retry safe: each chunk claims its part of the key in its own transaction, so a retry writes only the chunks not committed before; a finished job's response is answered again within the retention (24 h)"),
     ),
@@ -193,6 +196,7 @@ pub async fn import_messages(
     caller: Caller,
     state: web::Data<AppState>,
     strategy: ChosenStrategy,
+    fanout: ChosenFanout,
     id: web::Path<uuid::Uuid>,
     key: IdempotencyKeyHeader,
     body: ImportBody<ImportMessagesRequest>,
@@ -224,7 +228,7 @@ pub async fn import_messages(
     }
     let report = state
         .store
-        .import_messages_keyed(job, strategy.0, caller.0, lookup.claim())
+        .import_messages_routed(job, strategy.0, fanout.0, caller.0, lookup.claim())
         .await?;
     respond(&state, report, started, strategy, &key, &body).await
 }
