@@ -71,6 +71,7 @@ ifeq ($(QUICK),1)
   LAYOUT_RATES := single:200
   LAYOUT_IMBALANCE_ARGS := --vus 3 --duration 2s --warmup 1s --rounds 1 --seed-users 300
   SYNCS_ARGS := --duration 2s --rounds 1 --seed-users 300
+  FANOUT_ARGS := --members 10,50 --vus 4 --duration 1s --warmup 0s --rounds 1 --seed-users 300
 else
   DEMO_ARGS := --vus 20 --duration 6s --warmup 3s --rounds 3
   LOADTEST_ARGS := --vus 40 --duration 20s
@@ -96,10 +97,14 @@ else
   LAYOUT_RATES := single:500 unnest:400 pipeline:400 batch:400 per_row:100
   LAYOUT_IMBALANCE_ARGS := --vus 2,3,4,5,8,20 --duration 10s --warmup 3s --rounds 3
   SYNCS_ARGS := --duration 10s --rounds 3
+  FANOUT_ARGS := --members 10,50,200,1000,5000 --vus 8 --duration 6s --warmup 2s --rounds 2
 endif
 # The pool's layouts (DB_POOL_LAYOUT), one server of each, restarted and
 # alternated round by round.
 LAYOUT_VARIANTS := --variant shared:DB_POOL_LAYOUT=shared --variant per_worker:DB_POOL_LAYOUT=per_worker
+# Fan-out on write against fan-out on read (MESSAGE_FANOUT), one server of
+# each, restarted and alternated round by round.
+FANOUT_VARIANTS := --variant none:MESSAGE_FANOUT=none --variant inbox:MESSAGE_FANOUT=inbox
 # The cost of tracing: the server as it is, and exporting spans over OTLP at
 # 1% and 100% (parent-based ratio sampling), to chatlab-load's own OTLP/HTTP
 # sink (the `sink` placeholder). QUICK=1 also sends a traceparent on 5% of
@@ -133,7 +138,7 @@ RUNS ?= 50
 
 .PHONY: demo demo-plan loadtest loadtest-create loadtest-hold loadtest-seed001 loadtest-ramp bench-baseline \
         loadtest-crosscheck loadtest-pool loadtest-poolsize loadtest-driver loadtest-concurrency \
-        loadtest-tracing loadtest-layout loadtest-syncs profile loadtest-delivery loadtest-delivery-broker-kill loadtest-smoke load-build load-db broker-check events-stress \
+        loadtest-tracing loadtest-layout loadtest-syncs loadtest-fanout profile loadtest-delivery loadtest-delivery-broker-kill loadtest-smoke load-build load-db broker-check events-stress \
         fault-db fault-broker fault-server fault-cancel fault-retry fault-collector fault-slow-clients soak faults
 .PHONY: help run build release profiling-build test fuzz fmt fmt-check lint layering docs settings-docs schema-check deps-check \
         openapi docker-check k6-check db db-stop broker broker-stop ci clean-testdbs up down loadtest-docker dashboard-check
@@ -277,12 +282,17 @@ loadtest-layout: load-build load-db ## shared vs per_worker pool layout per stra
 loadtest-syncs: load-build load-db ## What one Sync is worth: pipeline's transaction straight to PostgreSQL, one Sync (pgbench) against one per statement (tokio-postgres), and as one simple query
 	$(LOAD) syncs --spawn 1 --database-url $(LOAD_DATABASE_URL) $(SYNCS_ARGS)
 
+loadtest-fanout: load-build load-db ## sendMessage with inbox rows (one per recipient, by each strategy) against none, per chat size: req/s, p95, connection hold, rows/s, WAL per message
+	$(LOAD) matrix --name fanout --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario send-message \
+	    --strategies per_row,batch,unnest,single,pipeline $(FANOUT_VARIANTS) $(FANOUT_ARGS)
+
 profile: load-build load-db ## Where the server's CPU goes per createChat, by function (perf on the CPU clock), per pool layout: top entries to results/profile-*/
 	LOAD_DATABASE_URL=$(LOAD_DATABASE_URL) scripts/profile-server.sh
 
 loadtest-smoke: ## Every load target but the delivery ones (which need tansu) once, a few seconds each (CI)
 	$(MAKE) QUICK=1 demo loadtest loadtest-create loadtest-hold loadtest-seed001 loadtest-ramp bench-baseline loadtest-crosscheck \
-	    loadtest-pool loadtest-poolsize loadtest-driver loadtest-concurrency loadtest-tracing loadtest-layout loadtest-syncs
+	    loadtest-pool loadtest-poolsize loadtest-driver loadtest-concurrency loadtest-tracing loadtest-layout loadtest-syncs \
+	    loadtest-fanout
 
 broker-check: load-build ## Does the broker keep what it acknowledges? tansu's memory and sqlite engines under pipelined produce
 	scripts/broker-check.sh $(BROKER_CHECK_ARGS)

@@ -19,8 +19,9 @@ use crate::prom::HistogramSnapshot;
 use crate::report::CellResult;
 use crate::runner::{self, Model, RunOutcome, VariantOutcome};
 use crate::sampler::{self, Sampler, ServerStats};
-use crate::scenario::{Overrides, Scenario, SeedAt, SeedSpec, Seeded, Workload, seed};
+use crate::scenario::{Overrides, Scenario, SeedAt, SeedSpec, Seeded, Workload, seed, seed_chats};
 use crate::schedule::Stage;
+use crate::wal::WalProbe;
 
 /// Where the load goes.
 #[derive(Debug, Clone)]
@@ -115,6 +116,9 @@ pub struct MatrixSpec {
     pub seed_users: usize,
     /// Where pgbench scripts go.
     pub work_dir: PathBuf,
+    /// The database whose cluster's WAL is measured per cell (`None`: not
+    /// measured).
+    pub wal_url: Option<String>,
 }
 
 /// The servers under load and how to watch them.
@@ -192,6 +196,8 @@ struct Accumulated {
     switches: crate::procstat::Switches,
     /// Its share of the runs' imbalanced waits, split the same way.
     imbalanced_waits: f64,
+    /// Its share of the WAL the runs wrote, split the same way.
+    wal_bytes: f64,
     /// The throughput of each of its runs, in the order they ran.
     round_rps: Vec<f64>,
 }
@@ -282,6 +288,10 @@ pub async fn run_matrix(
     let mut baseline_tps = BTreeMap::new();
     let mut sink_counts = vec![SinkCounts::default(); spec.variants.len()];
     let rounds = spec.rounds.max(1);
+    let wal = match &spec.wal_url {
+        Some(url) => Some(WalProbe::connect(url).await?),
+        None => None,
+    };
     for FleetRun {
         variant,
         pool,
@@ -307,8 +317,17 @@ pub async fn run_matrix(
                         strategy,
                     };
                     let label = run_label(spec, variant, pool, point, &strategies, round);
-                    let measured =
+                    let before = match &wal {
+                        Some(wal) => wal.position().await,
+                        None => None,
+                    };
+                    let mut measured =
                         measure_point(client, spec, &under_test, point, &strategies, &label).await;
+                    if let (Some(wal), Some(before)) = (&wal, before)
+                        && let Some(after) = wal.position().await
+                    {
+                        measured.1.wal_bytes = after.saturating_sub(before) as f64;
+                    }
                     for (i, &strategy) in strategies.iter().enumerate() {
                         let index = spec
                             .strategies
@@ -357,6 +376,9 @@ pub async fn run_matrix(
     })
 }
 
+/// Chats seeded per size for the scenarios that post or read.
+const SEEDED_CHATS: usize = 50;
+
 /// Starts (or takes) the servers of `variant` at pool size `pool`, seeds
 /// them, and runs the warm-up.
 async fn start_fleet(
@@ -395,21 +417,29 @@ async fn start_fleet(
         .ok_or_else(|| LoadError::Usage("no scenario".into()))?;
     let max_members = spec.members.iter().copied().max().unwrap_or(2);
     let needs_chats = spec.scenarios.iter().find(|s| s.needs_chats());
-    let seeded = seed(
+    let at = SeedAt {
+        public: first,
+        ops: first_ops,
+        signer: &signer,
+    };
+    let mut seeded = seed(
         client,
-        SeedAt {
-            public: first,
-            ops: first_ops,
-            signer: &signer,
-        },
+        at,
         SeedSpec {
             members: max_members,
             users: spec.seed_users.max(max_members * 4),
-            chats: 50,
+            chats: SEEDED_CHATS,
         },
         needs_chats.unwrap_or(&Scenario::CreateChat),
     )
     .await?;
+    // sendMessage's chats have each member count of the grid (`seed`
+    // made those of the largest).
+    if spec.scenarios.contains(&Scenario::SendMessage) {
+        for &size in spec.members.iter().filter(|&&m| m != max_members) {
+            seed_chats(client, at, &mut seeded, size, SEEDED_CHATS).await?;
+        }
+    }
     if !spec.warmup.is_zero() {
         let work = Arc::new(Workload::new(
             first_scenario.clone(),
@@ -558,6 +588,7 @@ impl Accumulated {
                 self.cpu_seconds += stats.cpu_seconds * share;
                 self.switches += stats.switches.share(share);
                 self.imbalanced_waits += stats.imbalanced_waits * share;
+                self.wal_bytes += stats.wal_bytes * share;
             }
         }
         self.elapsed += outcome.elapsed.as_secs_f64();
@@ -598,6 +629,7 @@ impl Accumulated {
         stats.cpu_seconds = self.cpu_seconds;
         stats.switches = self.switches;
         stats.imbalanced_waits = self.imbalanced_waits;
+        stats.wal_bytes = self.wal_bytes;
         let hold = (self.hold.count > 0.0).then_some(&self.hold);
         cell.set_server(&stats, hold);
         if let Some(rows) = scenario.rows_per_request() {

@@ -42,6 +42,7 @@ mod summary;
 mod thresholds;
 mod traces;
 mod verdict;
+mod wal;
 
 use std::process::ExitCode;
 

@@ -67,7 +67,7 @@ pub struct CellResult {
     pub wait_time_p95_ms: f64,
     /// Checkouts that timed out.
     pub pool_timeouts: f64,
-    /// Rows inserted by createChat per second.
+    /// Rows inserted per second: createChat's, and sends' inbox rows.
     pub rows_per_s: f64,
     /// INSERT statements of createChat per second.
     pub inserts_per_s: f64,
@@ -98,6 +98,8 @@ pub struct CellResult {
     /// Checkouts that waited in their worker's slice while another slice
     /// had a free connection, per answered request (`per_worker` layout).
     pub imbalanced_wait_share: f64,
+    /// WAL bytes the cluster wrote per answered request (0: not measured).
+    pub wal_bytes_per_request: f64,
     /// The slowest requests sent with a `traceparent` (`results.md` only).
     #[serde(skip)]
     pub slowest_traces: SlowestTraces,
@@ -153,6 +155,7 @@ impl CellResult {
             }
         };
         self.cpu_us_per_request = per_request(s.cpu_seconds * 1e6);
+        self.wal_bytes_per_request = per_request(s.wal_bytes);
         self.switches_per_request = per_request(s.switches.total() as f64);
         self.voluntary_switches_per_request = per_request(s.switches.voluntary as f64);
         self.imbalanced_wait_share = per_request(s.imbalanced_waits);
@@ -242,13 +245,14 @@ pub fn to_csv(cells: &[CellResult]) -> String {
         "switches_per_request",
         "voluntary_switches_per_request",
         "imbalanced_wait_share",
+        "wal_bytes_per_request",
     ];
     out.push_str(&header.join(","));
     out.push('\n');
     for c in cells {
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{:.2},{:.1},{:.2},{:.2},{:.2},{:.2},{},{},{},{},{},{:.2},{},{:.3},{:.3},{:.3},{:.3},{},{:.1},{:.1},{:.1},{:.1},{:.1},{:.3},{:.1},{:.0},{:.1},{:.3},{:.2},{:.2},{:.4}",
+            "{},{},{},{},{},{},{},{},{:.2},{:.1},{:.2},{:.2},{:.2},{:.2},{},{},{},{},{},{:.2},{},{:.3},{:.3},{:.3},{:.3},{},{:.1},{:.1},{:.1},{:.1},{:.1},{:.3},{:.1},{:.0},{:.1},{:.3},{:.2},{:.2},{:.4},{:.0}",
             c.server,
             c.strategy,
             c.publish_mode,
@@ -287,7 +291,8 @@ pub fn to_csv(cells: &[CellResult]) -> String {
             c.pgbench_seed_ratio,
             c.switches_per_request,
             c.voluntary_switches_per_request,
-            c.imbalanced_wait_share
+            c.imbalanced_wait_share,
+            c.wal_bytes_per_request
         );
     }
     out
@@ -296,11 +301,15 @@ pub fn to_csv(cells: &[CellResult]) -> String {
 /// The Markdown table, with the seed 001 write-up's columns first.
 pub fn to_markdown(cells: &[CellResult]) -> String {
     let with_baseline = cells.iter().any(|c| c.pgbench_tps > 0.0);
+    let with_wal = cells.iter().any(|c| c.wal_bytes_per_request > 0.0);
     let mut out = String::from(
         "| server | pool | scenario | strategy | mode | members | VUs | req/server | active (max) | pending (max) | throughput (req/s) | p95 ms | median ms | p99 ms | use time mean / p95 ms | round trips | INSERTs/s | rows/s | errors | RSS MiB | CPU % | CPU µs/req | switches/req | imbalanced waits % |",
     );
     if with_baseline {
         out.push_str(" pgbench tps | ratio | pgbench tps, seed's SQL | ratio to it |");
+    }
+    if with_wal {
+        out.push_str(" WAL B/req |");
     }
     out.push('\n');
     out.push_str(
@@ -308,6 +317,9 @@ pub fn to_markdown(cells: &[CellResult]) -> String {
     );
     if with_baseline {
         out.push_str("---|---|---|---|");
+    }
+    if with_wal {
+        out.push_str("---|");
     }
     out.push('\n');
     for c in cells {
@@ -361,6 +373,9 @@ pub fn to_markdown(cells: &[CellResult]) -> String {
             } else {
                 out.push_str(" | | | |");
             }
+        }
+        if with_wal {
+            let _ = write!(out, " {:.0} |", c.wal_bytes_per_request);
         }
         out.push('\n');
     }

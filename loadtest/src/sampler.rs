@@ -28,7 +28,8 @@ pub struct ServerStats {
     pub hold_by_strategy: BTreeMap<String, HistogramSnapshot>,
     /// Checkouts that timed out.
     pub timeouts: f64,
-    /// Rows inserted by createChat per second (all servers).
+    /// Rows inserted by createChat, and by sends' inbox fan-out, per
+    /// second (all servers).
     pub rows_per_s: f64,
     /// INSERT statements of createChat per second (all servers).
     pub inserts_per_s: f64,
@@ -46,6 +47,8 @@ pub struct ServerStats {
     /// Round trips and committed createChats per strategy during the run
     /// (all servers): their quotient is the round trips of one createChat.
     pub round_trips_by_strategy: BTreeMap<String, (f64, f64)>,
+    /// WAL the cluster wrote during the run, bytes (0: not measured).
+    pub wal_bytes: f64,
 }
 
 /// A running sampler.
@@ -161,6 +164,8 @@ fn summarise(stats: &mut ServerStats, watches: &[Watch], elapsed: f64) {
         };
         let delta = |name: &str| last.sum(name, &[]) - first.sum(name, &[]);
         rows += delta("chatlab_create_chat_rows_inserted_total");
+        // A send's inbox rows (MESSAGE_FANOUT=inbox).
+        rows += delta("chatlab_inbox_rows_inserted_total");
         inserts += delta("chatlab_create_chat_statements_total");
         stats.timeouts += delta("db_client_connection_timeouts_total");
         stats.imbalanced_waits += delta("db_client_connection_imbalanced_waits_total");

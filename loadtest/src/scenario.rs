@@ -220,6 +220,18 @@ impl Seeded {
         self.bearers.get(user)
     }
 
+    /// A random seeded chat of `size` members, or of any size when none
+    /// has that many (chats seeded for another scenario).
+    pub fn chat_of_size(&self, size: usize, rng: &mut Rng) -> Option<&(Uuid, Vec<Uuid>)> {
+        let sized: Vec<&(Uuid, Vec<Uuid>)> =
+            self.chats.iter().filter(|(_, m)| m.len() == size).collect();
+        if sized.is_empty() {
+            self.chats.get(rng.below(self.chats.len()))
+        } else {
+            sized.get(rng.below(sized.len())).copied()
+        }
+    }
+
     /// Signs a token for each of `users` that has none yet.
     fn sign(&mut self, signer: &Signer) -> Result<(), LoadError> {
         for &user in &self.users {
@@ -264,54 +276,73 @@ pub async fn seed(
     spec: SeedSpec,
     scenario: &Scenario,
 ) -> Result<Seeded, LoadError> {
-    let SeedAt {
-        public: base,
-        ops,
-        signer,
-    } = at;
+    let SeedAt { ops, signer, .. } = at;
     let mut seeded = Seeded {
         users: seed_users(client, ops, spec.users.max(spec.members).max(2), "load-").await?,
         ..Seeded::default()
     };
     seeded.sign(signer)?;
     if scenario.needs_chats() {
-        let mut rng = Rng::new(0xC4A7);
-        for i in 0..spec.chats.max(1) {
-            let members = pick_members(&seeded.users, 10.min(seeded.users.len()), &mut rng);
-            let (creator, others) = members
-                .split_first()
-                .ok_or_else(|| LoadError::http("seeding chats", "no users seeded"))?;
-            let mut request = client.post(format!("{base}/v1/chats")).json(&json!({
-                "name": format!("load seed {i}"),
-                "member_ids": others,
-            }));
-            if let Some(bearer) = seeded.bearer(creator) {
-                request = request.header(AUTHORIZATION, bearer.clone());
-            }
-            let resp = request
-                .send()
-                .await
-                .map_err(|e| LoadError::http("seeding chats", e))?;
-            if !resp.status().is_success() {
-                let status = resp.status();
-                let body = resp.text().await.unwrap_or_default();
-                return Err(LoadError::http(
-                    "seeding chats",
-                    format!("{status}: {body}"),
-                ));
-            }
-            let body: Value = resp
-                .json()
-                .await
-                .map_err(|e| LoadError::http("seeding chats", e))?;
-            let id = body["id"]
-                .as_str()
-                .and_then(|s| s.parse().ok())
-                .ok_or_else(|| LoadError::http("seeding chats", "no id in the answer"))?;
-            seeded.chats.push((id, members));
-        }
+        // sendMessage's chats have the run's member count, so its cost
+        // per member (the inbox fan-out) is measured at that size; the
+        // other scenarios read and import into chats of ten.
+        let size = match scenario {
+            Scenario::SendMessage => spec.members,
+            _ => 10,
+        };
+        seed_chats(client, at, &mut seeded, size, spec.chats.max(1)).await?;
     }
     Ok(seeded)
+}
+
+/// Seeds `count` chats of `size` members (creator included, a window of
+/// the seeded users) through the public listener, each created by its
+/// first member, and adds them to `seeded`.
+pub async fn seed_chats(
+    client: &reqwest::Client,
+    at: SeedAt<'_>,
+    seeded: &mut Seeded,
+    size: usize,
+    count: usize,
+) -> Result<(), LoadError> {
+    let base = at.public;
+    let mut rng = Rng::new(0xC4A7 ^ size as u64);
+    for i in 0..count {
+        let members = pick_members(&seeded.users, size.min(seeded.users.len()), &mut rng);
+        let (creator, others) = members
+            .split_first()
+            .ok_or_else(|| LoadError::http("seeding chats", "no users seeded"))?;
+        let mut request = client.post(format!("{base}/v1/chats")).json(&json!({
+            "name": format!("load seed {size}x{i}"),
+            "member_ids": others,
+        }));
+        if let Some(bearer) = seeded.bearer(creator) {
+            request = request.header(AUTHORIZATION, bearer.clone());
+        }
+        let resp = request
+            .timeout(Duration::from_secs(120))
+            .send()
+            .await
+            .map_err(|e| LoadError::http("seeding chats", e))?;
+        if !resp.status().is_success() {
+            let status = resp.status();
+            let body = resp.text().await.unwrap_or_default();
+            return Err(LoadError::http(
+                "seeding chats",
+                format!("{status}: {body}"),
+            ));
+        }
+        let body: Value = resp
+            .json()
+            .await
+            .map_err(|e| LoadError::http("seeding chats", e))?;
+        let id = body["id"]
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| LoadError::http("seeding chats", "no id in the answer"))?;
+        seeded.chats.push((id, members));
+    }
+    Ok(())
 }
 
 /// Creates `count` users named `prefix`N through `POST /v1/users/bulk` on
@@ -503,7 +534,7 @@ fn request(
             (request, seeded.bearer(creator))
         }
         Op::Send => {
-            let (chat, chat_members) = seeded.chats.get(rng.below(seeded.chats.len()))?;
+            let (chat, chat_members) = seeded.chat_of_size(members, rng)?;
             let sender = chat_members.get(rng.below(chat_members.len()))?;
             let request = client
                 .post(format!("{base}/v1/chats/{chat}/messages"))

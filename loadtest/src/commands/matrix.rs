@@ -144,6 +144,13 @@ pub(crate) async fn matrix(args: MatrixArgs) -> Result<bool, LoadError> {
         sample_interval: args.servers.sample_interval,
         seed_users: args.servers.seed_users,
         work_dir: baseline::default_work_dir(&out),
+        // Spawned servers write to this database's cluster and nothing
+        // else of the run does; external ones may share theirs.
+        wal_url: args
+            .servers
+            .spawn
+            .is_some()
+            .then(|| args.servers.database_url.clone()),
     };
     let outcome = run_matrix(&client, &spec, sink.as_ref()).await;
     let sink_base = sink.as_ref().map(OtlpSink::base_url);
