@@ -189,6 +189,7 @@ fn event(chat: Uuid) -> Event {
             message_id: Uuid::now_v7(),
             sender_id: Uuid::nil(),
             body_length: 1,
+            body: None,
         },
         trace_parent: None,
     }

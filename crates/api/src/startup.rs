@@ -135,7 +135,8 @@ impl Application {
         );
         let mut background = Background::new();
         background.start_last("receipt ledger", |stop| ledger.spawn(stop));
-        let store = PgStore::new(&settings.db, &mut registry, Arc::new(publisher.clone()));
+        let store = PgStore::new(&settings.db, &mut registry, Arc::new(publisher.clone()))
+            .with_event_body(settings.live.frame_body);
         warn_unless_english_messages(&store).await;
         let relay = OutboxRelay::new(
             settings.db.url.clone(),

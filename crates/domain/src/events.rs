@@ -17,6 +17,19 @@ use crate::publish_mode::PublishMode;
 /// Version of the JSON layout below.
 pub const EVENT_SCHEMA_VERSION: u32 = 1;
 
+/// Whether a `message.sent` event carries the message's text
+/// (`LIVE_FRAME_BODY`): with it, a live frame is all a client needs to
+/// show the message; without it, the topic holds no message text and a
+/// client reads the message back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EventBody {
+    /// The text rides in the event.
+    #[default]
+    Carried,
+    /// Only its length does.
+    Withheld,
+}
+
 /// One event, as published.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Event {
@@ -67,6 +80,11 @@ pub enum EventPayload {
         sender_id: Uuid,
         /// Body length in characters.
         body_length: usize,
+        /// The text, so a live frame carries what a client shows without
+        /// reading it back; absent where the writer keeps message text
+        /// off the topic (`LIVE_FRAME_BODY=false`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        body: Option<String>,
     },
     /// The owner added members.
     #[serde(rename = "members.added")]
@@ -122,8 +140,9 @@ impl Event {
         )
     }
 
-    /// The `message.sent` event of a message.
-    pub fn message_sent(command: &SendMessage, mode: PublishMode) -> Self {
+    /// The `message.sent` event of a message, with its text when `body`
+    /// says so.
+    pub fn message_sent(command: &SendMessage, mode: PublishMode, body: EventBody) -> Self {
         Self::new(
             command.created_at,
             mode,
@@ -132,6 +151,7 @@ impl Event {
                 message_id: command.id.as_uuid(),
                 sender_id: command.sender_id.as_uuid(),
                 body_length: command.body.chars().count(),
+                body: (body == EventBody::Carried).then(|| command.body.clone()),
             },
         )
     }
@@ -338,5 +358,32 @@ mod tests {
         assert_eq!(Event::from_json(event.to_json().as_bytes()).unwrap(), event);
         assert_eq!(event.key(), command.chat_id.to_string());
         assert_eq!(event.subject_id(), command.chat_id.as_uuid());
+    }
+
+    #[test]
+    fn a_message_event_carries_its_text_unless_withheld() {
+        let command = SendMessage::validate(crate::commands::NewMessage {
+            chat_id: crate::ids::ChatId::generate(),
+            sender_id: UserId::generate(),
+            body: "grüße".into(),
+        })
+        .unwrap();
+        let carried = Event::message_sent(&command, PublishMode::Outbox, EventBody::Carried);
+        let json: serde_json::Value = serde_json::from_str(&carried.to_json()).unwrap();
+        assert_eq!(json["body"], "grüße");
+        assert_eq!(json["body_length"], 5);
+        assert_eq!(
+            Event::from_json(carried.to_json().as_bytes()).unwrap(),
+            carried
+        );
+        let withheld = Event::message_sent(&command, PublishMode::Outbox, EventBody::Withheld);
+        let json: serde_json::Value = serde_json::from_str(&withheld.to_json()).unwrap();
+        assert!(json.get("body").is_none(), "{json}");
+        assert_eq!(json["body_length"], 5);
+        // An event written before the field existed still reads.
+        assert_eq!(
+            Event::from_json(withheld.to_json().as_bytes()).unwrap(),
+            withheld
+        );
     }
 }

@@ -25,7 +25,7 @@ pub mod validation;
 pub use commands::{CreateChat, NewChat, NewMessage, NewUser, SendMessage};
 pub use entities::{Chat, ChatCreated, Member, Message, MessageKind, User};
 pub use errors::{Entity, RepositoryError, UnavailableReason};
-pub use events::{AckedEvent, Event, EventPayload, Receipt};
+pub use events::{AckedEvent, Event, EventBody, EventPayload, Receipt};
 pub use fanout::{ChatSummary, MarkRead, MessageFanout, ReadState, UnknownFanout};
 pub use idempotency::{IdempotencyKey, InvalidIdempotencyKey, KeyClaim, Keyed, StoredResponse};
 pub use ids::{ChatId, MessageId, UserId};

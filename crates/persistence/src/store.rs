@@ -10,9 +10,9 @@ use prometheus_client::registry::Registry;
 use tracing::instrument;
 
 use chatlab_domain::{
-    Chat, ChatCreated, ChatId, CreateChat, Entity, Event, EventPublisher, InsertStrategy, KeyClaim,
-    Keyed, Member, Message, MessageFanout, MessageId, NewUser, Page, PageRequest, PublishMode,
-    RepositoryError, SendMessage, UnavailableReason, User, UserId,
+    Chat, ChatCreated, ChatId, CreateChat, Entity, Event, EventBody, EventPublisher,
+    InsertStrategy, KeyClaim, Keyed, Member, Message, MessageFanout, MessageId, NewUser, Page,
+    PageRequest, PublishMode, RepositoryError, SendMessage, UnavailableReason, User, UserId,
 };
 use tokio::sync::Notify;
 
@@ -50,6 +50,8 @@ pub struct PgStore {
     outbox_wakeup: Arc<Notify>,
     /// How long idempotency keys are remembered.
     key_retention: Duration,
+    /// Whether `message.sent` events carry the text.
+    event_body: EventBody,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -74,7 +76,14 @@ impl PgStore {
             publisher,
             outbox_wakeup: Arc::new(Notify::new()),
             key_retention: config.idempotency_retention,
+            event_body: EventBody::default(),
         }
+    }
+
+    /// The same store, its `message.sent` events carrying the message's
+    /// text or not (`LIVE_FRAME_BODY`).
+    pub fn with_event_body(self, event_body: EventBody) -> Self {
+        Self { event_body, ..self }
     }
 
     /// Notified after every commit that wrote an outbox row, so the relay
@@ -542,7 +551,7 @@ impl PgStore {
     ) -> Result<Keyed<Message>, RepositoryError> {
         let mode = route.mode;
         let plan = self.plan(mode, || {
-            Event::message_sent(&command, mode)
+            Event::message_sent(&command, mode, self.event_body)
                 .with_trace_parent(chatlab_telemetry::current_traceparent())
         });
         let insert = InsertTalkIfMember {

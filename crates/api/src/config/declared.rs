@@ -418,6 +418,19 @@ pub struct DeclaredSettings {
     )]
     pub live_buffer_events: u32,
 
+    /// `message.sent` events carry the message's text, so a live frame is all a client needs to
+    /// show it; `false` keeps message text off the event topic (and the outbox), and a client
+    /// reads the message back
+    #[arg(
+        long,
+        global = true,
+        env = "LIVE_FRAME_BODY",
+        default_value = "true",
+        action = ArgAction::Set,
+        help_heading = "Live delivery"
+    )]
+    pub live_frame_body: bool,
+
     /// Period of the heartbeat comment on an idle live connection
     #[arg(
         long,

@@ -23,7 +23,7 @@ use std::time::Duration;
 use clap::Parser;
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 
-use chatlab_domain::{InsertStrategy, Limits, MessageFanout, PublishMode};
+use chatlab_domain::{EventBody, InsertStrategy, Limits, MessageFanout, PublishMode};
 use chatlab_kafka::KafkaConfig;
 use chatlab_persistence::config::default_pool_size;
 use chatlab_persistence::outbox_relay::RelaySettings;
@@ -167,6 +167,8 @@ pub struct WriteSettings {
 pub struct LiveSettings {
     /// Events a connection may have waiting.
     pub buffer: usize,
+    /// Whether `message.sent` events (and so live frames) carry the text.
+    pub frame_body: EventBody,
     /// Heartbeat period on an idle connection.
     pub heartbeat: Duration,
     /// Most topic records one reconnection's catch-up reads.
@@ -281,6 +283,11 @@ impl Settings {
             },
             live: LiveSettings {
                 buffer: d.live_buffer_events as usize,
+                frame_body: if d.live_frame_body {
+                    EventBody::Carried
+                } else {
+                    EventBody::Withheld
+                },
                 heartbeat: Duration::from_secs(d.live_heartbeat_secs),
                 catch_up_records: d.live_catch_up_records,
                 fetch_wait: Duration::from_millis(d.live_fetch_wait_ms),

@@ -566,6 +566,7 @@ mod tests {
                 created_at: chrono::Utc::now(),
             },
             PublishMode::Outbox,
+            chatlab_domain::EventBody::Carried,
         )
     }
 

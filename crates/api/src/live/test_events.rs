@@ -1,6 +1,6 @@
 //! Events for the live modules' unit tests.
 
-use chatlab_domain::{ChatId, Event, MessageId, PublishMode, SendMessage, UserId};
+use chatlab_domain::{ChatId, Event, EventBody, MessageId, PublishMode, SendMessage, UserId};
 use uuid::Uuid;
 
 /// A `message.sent` of `chat` by a user of its own.
@@ -14,5 +14,6 @@ pub(crate) fn message_in(chat: Uuid) -> Event {
             created_at: chrono::Utc::now(),
         },
         PublishMode::Outbox,
+        EventBody::Carried,
     )
 }

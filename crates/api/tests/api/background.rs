@@ -216,6 +216,7 @@ async fn a_server_started_within_a_minute_of_boot_relays_its_outbox() {
             message_id: Uuid::now_v7(),
             sender_id: Uuid::now_v7(),
             body_length: 1,
+            body: None,
         },
         trace_parent: None,
     };

@@ -207,6 +207,34 @@ async fn a_member_on_another_instance_receives_in_order_and_a_non_member_nothing
     assert_eq!(data["chat_id"], own["id"]);
 }
 
+/// A `message.sent` frame carries what a client shows (id, chat, sender,
+/// text, time), unless the writing instance keeps text off the topic
+/// (`LIVE_FRAME_BODY=false`): then the frame is as it was, the length only.
+#[tokio::test]
+async fn message_frames_carry_the_text_unless_the_writer_keeps_it_off_the_topic() {
+    let (a, brokers, topic) = spawn_on_tansu().await;
+    let quiet = another_instance(&a, &brokers, &topic, &[("LIVE_FRAME_BODY", "false")]).await;
+    let users = a.bulk_users(2).await;
+    let (ada, bob) = (users[0], users[1]);
+    let chat = a.create_chat_ok(ada, &[bob]).await;
+    let mut bobs = Subscriber::connect(&a, bob).await;
+    let path = format!("/v1/chats/{chat}/messages");
+    let shown = post(&a, ada, &path, json!({ "body": "hello, bob" }), "outbox").await;
+    let hushed = post(&quiet, ada, &path, json!({ "body": "secret" }), "outbox").await;
+    let (kind, data) = bobs.next_after_creation().await;
+    assert_eq!(kind, "message.sent");
+    assert_eq!(data["message_id"], shown["id"]);
+    assert_eq!(data["chat_id"], json!(chat));
+    assert_eq!(data["sender_id"], json!(ada));
+    assert_eq!(data["body"], "hello, bob");
+    assert_eq!(data["occurred_at"], shown["created_at"]);
+    let (kind, data) = bobs.next().await;
+    assert_eq!(kind, "message.sent");
+    assert_eq!(data["message_id"], hushed["id"]);
+    assert!(data.get("body").is_none(), "{data}");
+    assert_eq!(data["body_length"], 6);
+}
+
 #[tokio::test]
 async fn removal_stops_delivery_and_an_addition_starts_it() {
     let (app, _brokers, _topic) = spawn_on_tansu().await;

@@ -55,6 +55,7 @@ fn event(chat: Uuid) -> Event {
             message_id: Uuid::now_v7(),
             sender_id: Uuid::now_v7(),
             body_length: 1,
+            body: None,
         },
         trace_parent: None,
     }
