@@ -94,7 +94,7 @@ impl Sampler {
             })
             .collect();
         for w in &mut watches {
-            w.first = scrape(&client, &w.url).await;
+            w.first = scrape_bound(&client, &w.url).await;
             w.cpu_start = w.pid.and_then(procstat::sample).map(|s| s.cpu_secs);
             w.switches_start = w.pid.and_then(procstat::switches);
         }
@@ -129,7 +129,7 @@ impl Sampler {
             }
             let elapsed = started.elapsed().as_secs_f64().max(1e-9);
             for w in &mut watches {
-                w.last = scrape(&client, &w.url).await;
+                w.last = scrape_bound(&client, &w.url).await;
                 if let Some(p) = w.pid.and_then(procstat::sample) {
                     stats.rss_max_mib = stats.rss_max_mib.max(p.rss_mib);
                     w.cpu_end = Some(p.cpu_secs);
@@ -215,16 +215,40 @@ fn summarise(stats: &mut ServerStats, watches: &[Watch], elapsed: f64) {
 }
 
 /// One scrape of a server's `/metrics` on its operator URL `url` (2 s at
-/// most); `None` when it does not answer.
+/// most); `None` when it does not answer, answers anything but 200, or
+/// sends an exposition without its closing `# EOF`. A run's counters are
+/// the difference of two scrapes, so a scrape that parsed as empty would
+/// count a counter's whole life as the run's (or its negative).
 pub async fn scrape(client: &reqwest::Client, url: &str) -> Option<Exposition> {
     let resp = client
         .get(format!("{url}/metrics"))
         .timeout(Duration::from_secs(2))
         .send()
         .await
+        .inspect_err(|e| eprintln!("scrape {url}/metrics: {e}"))
         .ok()?;
+    let status = resp.status();
     let text = resp.text().await.ok()?;
+    if !status.is_success() || !text.trim_end().ends_with("# EOF") {
+        eprintln!(
+            "scrape {url}/metrics: {status}, {} bytes, not a whole exposition: left out",
+            text.len()
+        );
+        return None;
+    }
     Some(Exposition::parse(&text))
+}
+
+/// [`scrape`], tried three times 100 ms apart: the run's first and last
+/// scrapes bound every counter of the run.
+async fn scrape_bound(client: &reqwest::Client, url: &str) -> Option<Exposition> {
+    for _ in 0..2 {
+        if let Some(e) = scrape(client, url).await {
+            return Some(e);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    scrape(client, url).await
 }
 
 /// The pids of servers someone else started, found once by the port they
