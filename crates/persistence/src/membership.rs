@@ -83,19 +83,6 @@ fn not_the_owner(chat_id: ChatId, user_id: UserId) -> TxError {
     refused(RepositoryError::NotTheOwner { chat_id, user_id })
 }
 
-/// A failed statement's error as the domain's, once the transaction has
-/// rolled back.
-fn from_tx(e: TxError) -> RepositoryError {
-    match e {
-        TxError::Db(e) => query_err(e),
-        TxError::Refused(e) => e,
-        TxError::Publish(e) => RepositoryError::Unavailable {
-            reason: chatlab_domain::UnavailableReason::EventBroker,
-            source: Box::new(e),
-        },
-    }
-}
-
 fn is_unique_violation(e: &DieselError) -> bool {
     matches!(
         e,
@@ -149,7 +136,7 @@ async fn add_members_work(
             }
         }
         Err(TxError::Db(e)) => Err(name_unknown_users(s, &command.user_ids, e).await),
-        Err(e) => Err(from_tx(e)),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -198,7 +185,7 @@ async fn remove_member_work(
         record(s, change, mode, plan).await
     })
     .await
-    .map_err(from_tx)
+    .map_err(RepositoryError::from)
 }
 
 /// transferOwnership's unit of work.
@@ -241,7 +228,7 @@ async fn transfer_work(
         record(s, change, mode, plan).await
     })
     .await
-    .map_err(from_tx)
+    .map_err(RepositoryError::from)
 }
 
 impl PgStore {

@@ -28,6 +28,22 @@ pub(crate) enum TxError {
     Refused(chatlab_domain::RepositoryError),
 }
 
+impl From<TxError> for chatlab_domain::RepositoryError {
+    /// A rolled-back transaction's error as the domain's: a failed
+    /// statement mapped as every query's, a refusal as it was, a broker
+    /// that did not take the event as the broker unavailable.
+    fn from(e: TxError) -> Self {
+        match e {
+            TxError::Db(e) => crate::error_mapping::query_err(e),
+            TxError::Refused(e) => e,
+            TxError::Publish(e) => Self::Unavailable {
+                reason: chatlab_domain::UnavailableReason::EventBroker,
+                source: Box::new(e),
+            },
+        }
+    }
+}
+
 impl From<crate::idempotency::ClaimError> for TxError {
     fn from(e: crate::idempotency::ClaimError) -> Self {
         match e {

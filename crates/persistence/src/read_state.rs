@@ -115,11 +115,7 @@ async fn mark_read_work(
                 Ok::<_, TxError>(moved)
             })
             .await
-            .map_err(|e| match e {
-                TxError::Db(e) => query_err(e),
-                TxError::Refused(e) => e,
-                TxError::Publish(e) => RepositoryError::Internal(Box::new(e)),
-            })?,
+            .map_err(RepositoryError::from)?,
     };
     if moved == 0
         && let Some(refused) = refusal(s, command).await.map_err(query_err)?

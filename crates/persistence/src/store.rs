@@ -12,7 +12,7 @@ use tracing::instrument;
 use chatlab_domain::{
     Chat, ChatCreated, ChatId, CreateChat, Entity, Event, EventBody, EventPublisher,
     InsertStrategy, KeyClaim, Keyed, Member, Message, MessageFanout, MessageId, NewUser, Page,
-    PageRequest, PublishMode, RepositoryError, SendMessage, UnavailableReason, User, UserId,
+    PageRequest, PublishMode, RepositoryError, SendMessage, User, UserId,
 };
 use tokio::sync::Notify;
 
@@ -121,17 +121,6 @@ impl PgStore {
             entity,
             id: id.into(),
         }
-    }
-}
-
-fn tx_err(e: TxError) -> RepositoryError {
-    match e {
-        TxError::Db(e) => query_err(e),
-        TxError::Refused(e) => e,
-        TxError::Publish(e) => RepositoryError::Unavailable {
-            reason: UnavailableReason::EventBroker,
-            source: Box::new(e),
-        },
     }
 }
 
@@ -270,7 +259,7 @@ async fn create_chat_work(
         // An unknown creator or member: the transaction rolled back, so
         // nothing is written; say which ids are unknown.
         Err(TxError::Db(e)) => Err(name_unknown_users(s, &command.member_ids, e).await),
-        Err(e) => Err(tx_err(e)),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -463,7 +452,7 @@ async fn send_message_work(
                 Ok::<_, TxError>(Keyed::Fresh((inserted, inbox.rows)))
             })
             .await
-            .map_err(tx_err)?;
+            .map_err(RepositoryError::from)?;
         match outcome {
             Keyed::Fresh(done) => done,
             Keyed::Replayed(response) => return Ok(Keyed::Replayed(response)),
