@@ -35,51 +35,17 @@ pub(crate) struct InboxRow {
     pub mentioned: bool,
 }
 
-/// The message a fan-out writes rows for.
-#[derive(Debug, Clone)]
-pub(crate) struct Fanned {
-    pub chat_id: Uuid,
-    pub message_id: Uuid,
-    pub sender_id: Uuid,
-    pub body: String,
-}
-
-impl Fanned {
-    /// The server-side fan-out statement of this message.
-    pub(crate) fn server_fanout(&self) -> InsertInboxFromMembers {
-        InsertInboxFromMembers {
-            chat_id: self.chat_id,
-            message_id: self.message_id,
-            sender_id: self.sender_id,
-            body: self.body.clone(),
-        }
-    }
-}
-
-/// Writes the inbox rows of `message` by `strategy`; the caller holds the
-/// transaction and has locked the chat row (so the members read here stay
-/// the members until it commits). `pipeline` is handled by the caller,
-/// which sends [`Fanned::server_fanout`] with the message; here it goes as
-/// `single`.
+/// Writes the inbox rows of `message` (its server-side fan-out statement,
+/// which names the chat, the message, its sender and its text) by
+/// `strategy`; the caller holds the transaction and has locked the chat
+/// row, so the members read here stay the members until it commits.
+/// `pipeline` goes as `single` here: [`insert_fanned`] sends it in the
+/// message's flight.
 pub(crate) async fn write_inbox(
     s: &mut DbSession,
-    message: &Fanned,
+    message: &InsertInboxFromMembers,
     strategy: InsertStrategy,
 ) -> QueryResult<WriteCount> {
-    let mut count = WriteCount::default();
-    if matches!(strategy, InsertStrategy::Single | InsertStrategy::Pipeline) {
-        count.rows += s.execute(message.server_fanout()).await? as u64;
-        count.statements += 1;
-        return Ok(count);
-    }
-    let recipients: Vec<Uuid> = s
-        .load(
-            chat_members::table
-                .filter(chat_members::chat_id.eq(message.chat_id))
-                .filter(chat_members::user_id.ne(message.sender_id))
-                .select(chat_members::user_id),
-        )
-        .await?;
     let row = |user_id: Uuid| InboxRow {
         user_id,
         chat_id: message.chat_id,
@@ -87,9 +53,14 @@ pub(crate) async fn write_inbox(
         read: false,
         mentioned: mentions(&message.body, UserId::from_uuid(user_id)),
     };
+    let mut count = WriteCount::default();
     match strategy {
+        InsertStrategy::Single | InsertStrategy::Pipeline => {
+            count.rows += s.execute(message.clone()).await? as u64;
+            count.statements += 1;
+        }
         InsertStrategy::PerRow => {
-            for &user_id in &recipients {
+            for user_id in recipients(s, message).await? {
                 count.rows += s
                     .execute(diesel::insert_into(inbox::table).values(row(user_id)))
                     .await? as u64;
@@ -97,7 +68,7 @@ pub(crate) async fn write_inbox(
             }
         }
         InsertStrategy::Batch => {
-            let rows: Vec<InboxRow> = recipients.iter().copied().map(row).collect();
+            let rows: Vec<InboxRow> = recipients(s, message).await?.into_iter().map(row).collect();
             for chunk in rows.chunks(INBOX_ROWS_PER_STATEMENT) {
                 count.rows += s
                     .execute(diesel::insert_into(inbox::table).values(chunk))
@@ -105,14 +76,15 @@ pub(crate) async fn write_inbox(
                 count.statements += 1;
             }
         }
-        InsertStrategy::Unnest | InsertStrategy::Single | InsertStrategy::Pipeline => {
-            if !recipients.is_empty() {
-                let mentioned = recipients.iter().map(|&u| row(u).mentioned).collect();
+        InsertStrategy::Unnest => {
+            let user_ids = recipients(s, message).await?;
+            if !user_ids.is_empty() {
+                let mentioned = user_ids.iter().map(|&u| row(u).mentioned).collect();
                 count.rows += s
                     .execute(InsertInboxUnnest {
                         chat_id: message.chat_id,
                         message_id: message.message_id,
-                        user_ids: recipients,
+                        user_ids,
                         mentioned,
                     })
                     .await? as u64;
@@ -121,6 +93,17 @@ pub(crate) async fn write_inbox(
         }
     }
     Ok(count)
+}
+
+/// The members of `message`'s chat but its sender: one round trip.
+async fn recipients(s: &mut DbSession, message: &InsertInboxFromMembers) -> QueryResult<Vec<Uuid>> {
+    s.load(
+        chat_members::table
+            .filter(chat_members::chat_id.eq(message.chat_id))
+            .filter(chat_members::user_id.ne(message.sender_id))
+            .select(chat_members::user_id),
+    )
+    .await
 }
 
 /// A send that fans out on write, inside its transaction: the message
@@ -132,16 +115,13 @@ pub(crate) async fn write_inbox(
 pub(crate) async fn insert_fanned(
     s: &mut DbSession,
     insert: InsertTalkIfMember,
-    message: &Fanned,
+    message: &InsertInboxFromMembers,
     strategy: InsertStrategy,
 ) -> QueryResult<(usize, WriteCount)> {
     let locking = InsertTalkIfMemberLockingChat(insert);
     if strategy == InsertStrategy::Pipeline {
         let flight = s
-            .pipelined(vec![
-                Piped::new(locking),
-                Piped::new(message.server_fanout()),
-            ])
+            .pipelined(vec![Piped::new(locking), Piped::new(message.clone())])
             .await?;
         let inbox_rows = flight.rows.get(1).copied().unwrap_or(0) as u64;
         let inserted = flight.rows.first().copied().unwrap_or(0);

@@ -23,12 +23,12 @@ use crate::create_chat::{
 };
 use crate::database::Database;
 use crate::error_mapping::{name_unknown_users, query_err};
-use crate::fanout::{Fanned, insert_fanned};
+use crate::fanout::insert_fanned;
 use crate::idempotency::{self, Claimed};
 use crate::models::UserRow;
 use crate::pool_metrics::PoolMetrics;
 use crate::publish_plan::{PublishPlan, TxError};
-use crate::queries::InsertTalkIfMember;
+use crate::queries::{InsertInboxFromMembers, InsertTalkIfMember};
 use crate::reads;
 use crate::schema::users;
 use crate::session::DbSession;
@@ -418,7 +418,7 @@ async fn ensure_member_behind_empty_page(
 async fn send_message_work(
     s: &mut DbSession,
     insert: InsertTalkIfMember,
-    fanned: Option<(&Fanned, InsertStrategy)>,
+    fanned: Option<(&InsertInboxFromMembers, InsertStrategy)>,
     plan: &PublishPlan,
     key: Option<&KeyClaim>,
     retention: Duration,
@@ -551,7 +551,7 @@ impl PgStore {
             created_at: command.created_at,
             publish_mode: mode.as_str(),
         };
-        let fanned = (route.fanout == MessageFanout::Inbox).then(|| Fanned {
+        let fanned = (route.fanout == MessageFanout::Inbox).then(|| InsertInboxFromMembers {
             chat_id: command.chat_id.as_uuid(),
             message_id: command.id.as_uuid(),
             sender_id: command.sender_id.as_uuid(),
