@@ -8,9 +8,12 @@ use secrecy::SecretString;
 /// How a pooled connection is checked when it is handed out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Recycle {
-    /// Only check that no transaction was left open: no round trip. A
-    /// connection that died while idle fails its first statement instead;
-    /// bb8 then drops it as broken and the request answers 503. The default,
+    /// No round trip: only check that no transaction was left open and,
+    /// with the async driver, that the driver has not seen the socket close
+    /// (a session the database ended while the connection sat idle). A
+    /// connection that died unseen (or any, with the blocking driver) fails
+    /// its first statement instead; bb8 then drops it as broken and the
+    /// request answers 503. The default,
     /// because `verified` adds a round trip to every request, and that round
     /// trip would sit inside the very connection use time chatlab measures.
     #[default]

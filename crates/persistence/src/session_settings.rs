@@ -39,6 +39,23 @@ fn millis(d: Duration) -> u128 {
     d.as_millis()
 }
 
+/// The `fast` checkout check: no round trip, but a connection whose socket
+/// the driver has seen close (a session the database ended while the
+/// connection sat idle) is refused, so bb8 drops it and opens another
+/// instead of handing out a connection whose first statement must fail.
+fn closed_socket_check(conn: &mut AsyncPgConnection) -> BoxFuture<'_, diesel::QueryResult<()>> {
+    use diesel_async::pooled_connection::PoolableConnection as _;
+    let result = if conn.is_broken() {
+        Err(diesel::result::Error::DatabaseError(
+            diesel::result::DatabaseErrorKind::ClosedConnection,
+            Box::new("the connection's session has ended".to_owned()),
+        ))
+    } else {
+        Ok(())
+    };
+    std::future::ready(result).boxed()
+}
+
 /// Opens a connection and applies the session settings.
 pub(crate) async fn connect(url: &str, set_sql: &str) -> ConnectionResult<AsyncPgConnection> {
     let mut conn = AsyncPgConnection::establish(url).await?;
@@ -58,7 +75,7 @@ pub(crate) fn manager_config(
     let set_sql = set_statements(settings);
     let mut config = ManagerConfig::default();
     config.recycling_method = match recycle {
-        Recycle::Fast => RecyclingMethod::Fast,
+        Recycle::Fast => RecyclingMethod::CustomFunction(Box::new(closed_socket_check)),
         Recycle::Verified => RecyclingMethod::Verified,
     };
     config.custom_setup = Box::new(

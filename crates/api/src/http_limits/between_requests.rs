@@ -33,7 +33,13 @@ use crate::problem::ApiError;
 /// the connection's [`Guarded`] socket and [`count_in_flight`] (as
 /// connection data).
 #[derive(Debug, Default)]
-pub struct InFlight(Cell<usize>);
+pub struct InFlight {
+    /// Requests in flight now.
+    now: Cell<usize>,
+    /// Requests the connection has started, ever: a head that became a
+    /// request moved it on.
+    started: Cell<u64>,
+}
 
 /// A connection's socket, failing its reads (after a last 408) once a
 /// request head has begun and not become a request within the deadline.
@@ -44,6 +50,9 @@ pub struct Guarded<T> {
     head_timeout: Duration,
     /// Armed when bytes arrive while no request is in flight.
     deadline: Option<Pin<Box<Sleep>>>,
+    /// The connection's started requests when the deadline was armed: once
+    /// a request starts after that, the head it guarded has arrived.
+    armed_at: u64,
 }
 
 impl<T> Guarded<T> {
@@ -54,6 +63,7 @@ impl<T> Guarded<T> {
             in_flight: Rc::default(),
             head_timeout,
             deadline: None,
+            armed_at: 0,
         }
     }
 
@@ -92,8 +102,11 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for Guarded<T> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        let idle = this.in_flight.0.get() == 0;
-        if !idle {
+        let idle = this.in_flight.now.get() == 0;
+        // The head the deadline guarded became a request (actix need not
+        // read while that request is served, so it may be over already):
+        // an idle connection after its answer has no head pending.
+        if !idle || this.in_flight.started.get() != this.armed_at {
             this.deadline = None;
         }
         let before = buf.filled().len();
@@ -102,6 +115,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for Guarded<T> {
             Poll::Ready(Ok(())) if idle && buf.filled().len() > before => {
                 if this.deadline.is_none() {
                     this.deadline = Some(Box::pin(tokio::time::sleep(this.head_timeout)));
+                    this.armed_at = this.in_flight.started.get();
                 }
             }
             Poll::Pending => {
@@ -159,14 +173,17 @@ struct Ticket(Rc<InFlight>);
 
 impl Ticket {
     fn take(in_flight: &Rc<InFlight>) -> Self {
-        in_flight.0.set(in_flight.0.get().saturating_add(1));
+        in_flight.now.set(in_flight.now.get().saturating_add(1));
+        in_flight
+            .started
+            .set(in_flight.started.get().wrapping_add(1));
         Self(in_flight.clone())
     }
 }
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        self.0.0.set(self.0.0.get().saturating_sub(1));
+        self.0.now.set(self.0.now.get().saturating_sub(1));
     }
 }
 

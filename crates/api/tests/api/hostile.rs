@@ -376,6 +376,53 @@ async fn a_flood_of_malformed_heads_is_not_a_flood_of_error_lines() {
     );
 }
 
+/// A kept-alive connection that goes quiet after its answer is not a
+/// stalled head: nothing is sent on it, and its next request, past
+/// HTTP_HEADER_TIMEOUT_MS but inside keep-alive, is answered. (The deadline
+/// armed by the first request's head fired on the idle connection: a 408
+/// nobody asked for, which the load tool's scrapes then read as their
+/// answer.)
+#[tokio::test]
+async fn a_quiet_kept_alive_connection_gets_no_408_and_its_next_request_an_answer() {
+    let app = server().await;
+    for base in [&app.address, &app.ops_address] {
+        let addr = authority(base);
+        let mut stream = TcpStream::connect(&addr).await.unwrap();
+        let mut buf = [0u8; 4096];
+        for round in 0..2 {
+            stream
+                .write_all(
+                    b"GET /healthz HTTP/1.1
+Host: 127.0.0.1
+
+",
+                )
+                .await
+                .unwrap();
+            let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf))
+                .await
+                .expect("an answer")
+                .unwrap();
+            let answer = String::from_utf8_lossy(&buf[..n]);
+            assert!(
+                answer.starts_with("HTTP/1.1 200"),
+                "{base} #{round}: {answer}"
+            );
+            // Quiet for twice the head timeout, well inside keep-alive (5 s).
+            let quiet =
+                tokio::time::timeout(Duration::from_millis(2000), stream.read(&mut buf)).await;
+            match quiet {
+                Err(_) => {}
+                Ok(Ok(n)) => panic!(
+                    "{base} #{round}: sent on a quiet connection: {:?}",
+                    String::from_utf8_lossy(&buf[..n])
+                ),
+                Ok(Err(e)) => panic!("{base} #{round}: {e}"),
+            }
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_head_that_stalls_after_an_answer_is_answered_and_closed_on_both_listeners() {
     let app = server().await;

@@ -4,6 +4,7 @@
 
 mod cancellation;
 mod create_chat;
+mod dead_connections;
 mod error_language;
 mod import_jobs;
 mod messages;
