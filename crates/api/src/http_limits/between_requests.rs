@@ -26,6 +26,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Sleep;
 
 use super::holding::Holding;
+use crate::listener::LINGER;
 use crate::problem::ApiError;
 
 /// The requests of one connection in flight: from the moment the app
@@ -39,6 +40,19 @@ pub struct InFlight {
     /// Requests the connection has started, ever: a head that became a
     /// request moved it on.
     started: Cell<u64>,
+    /// Whether a request was answered before its body had all arrived.
+    answered_unfinished: Cell<bool>,
+}
+
+impl InFlight {
+    /// Marks the connection as answered before its request's body had all
+    /// arrived: actix answers it `Connection: close`, and [`Guarded`]
+    /// closes it [`LINGER`] after that answer, whatever the client still
+    /// sends (actix's own linger does not close every such connection
+    /// under load).
+    pub fn answered_unfinished(&self) {
+        self.answered_unfinished.set(true);
+    }
 }
 
 /// A connection's socket, failing its reads (after a last 408) once a
@@ -53,6 +67,10 @@ pub struct Guarded<T> {
     /// The connection's started requests when the deadline was armed: once
     /// a request starts after that, the head it guarded has arrived.
     armed_at: u64,
+    /// Armed once the connection was answered with its request's body
+    /// unfinished and nothing is in flight: past it, reads and flushes
+    /// fail, and actix drops the connection.
+    closing: Option<Pin<Box<Sleep>>>,
 }
 
 impl<T> Guarded<T> {
@@ -64,13 +82,37 @@ impl<T> Guarded<T> {
             head_timeout,
             deadline: None,
             armed_at: 0,
+            closing: None,
         }
+    }
+
+    /// Whether the connection, answered with its request's body
+    /// unfinished, is past its [`LINGER`]; arms that deadline the first
+    /// time it is asked once nothing is in flight.
+    fn past_linger(&mut self, cx: &mut Context<'_>) -> bool {
+        if self.closing.is_none()
+            && self.in_flight.answered_unfinished.get()
+            && self.in_flight.now.get() == 0
+        {
+            self.closing = Some(Box::pin(tokio::time::sleep(LINGER)));
+        }
+        self.closing
+            .as_mut()
+            .is_some_and(|closing| closing.as_mut().poll(cx).is_ready())
     }
 
     /// The count [`count_in_flight`] keeps for this connection.
     pub fn in_flight(&self) -> Rc<InFlight> {
         self.in_flight.clone()
     }
+}
+
+/// The error that ends a connection kept past its [`LINGER`].
+fn lingered() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::ConnectionAborted,
+        "answered before its request body arrived, and lingered",
+    )
 }
 
 /// What a connection whose head did not arrive in time is sent before it
@@ -102,6 +144,9 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for Guarded<T> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        if this.past_linger(cx) {
+            return Poll::Ready(Err(lingered()));
+        }
         let idle = this.in_flight.now.get() == 0;
         // The head the deadline guarded became a request (actix need not
         // read while that request is served, so it may be over already):
@@ -148,7 +193,11 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Guarded<T> {
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+        let this = self.get_mut();
+        if this.past_linger(cx) {
+            return Poll::Ready(Err(lingered()));
+        }
+        Pin::new(&mut this.io).poll_flush(cx)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

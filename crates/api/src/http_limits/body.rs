@@ -15,8 +15,12 @@
 //! until the response has been written: the dispatcher then always
 //! answers `Connection: close` to a request whose body is unfinished,
 //! lingers `client_disconnect_timeout` reading what still comes, and
-//! closes. A body that was read to its end changes nothing (keep-alive as
-//! usual).
+//! closes. Under load it does not close every such connection (a flood of
+//! 2,000 stalled chunked requests left about one in ten open), so when
+//! the response has been written and the body has not all arrived, the
+//! connection is marked ([`InFlight::answered_unfinished`]) and its
+//! [`super::Guarded`] socket fails it one `LINGER` later. A body that
+//! arrived to its end changes nothing (keep-alive as usual).
 
 use std::cell::RefCell;
 use std::io;
@@ -35,6 +39,7 @@ use bytes::Bytes;
 use futures_util::Stream;
 use tokio::time::{Instant, Sleep};
 
+use super::between_requests::InFlight;
 use super::holding::Holding;
 
 /// The longest a body may take, as app data for [`bound_body`].
@@ -74,11 +79,50 @@ pub async fn bound_body(
     req.set_payload(Payload::from(bounded));
     // An error here (no middleware inside this one returns one: handlers'
     // errors are responses by now) drops the payload with it.
+    let connection = req.conn_data::<Rc<InFlight>>().cloned();
     let res = next.call(req).await?;
+    let kept = KeptPayload {
+        payload,
+        connection,
+    };
     Ok(res
         .map_into_boxed_body()
-        .map_body(|_, body| Holding::new(body, payload))
+        .map_body(|_, body| Holding::new(body, kept))
         .map_into_right_body())
+}
+
+/// A request's payload, kept by its response until the response has been
+/// written; then, when the body has not all arrived, its connection is
+/// marked to be closed (see [`InFlight::answered_unfinished`]).
+pub struct KeptPayload {
+    payload: SharedPayload,
+    connection: Option<Rc<InFlight>>,
+}
+
+impl Drop for KeptPayload {
+    fn drop(&mut self) {
+        if let Some(connection) = &self.connection
+            && !arrived(&self.payload)
+        {
+            connection.answered_unfinished();
+        }
+    }
+}
+
+/// Whether all of `payload` has arrived: what has is read and discarded,
+/// without waiting for more.
+fn arrived(payload: &SharedPayload) -> bool {
+    let Ok(mut payload) = payload.try_borrow_mut() else {
+        return false;
+    };
+    let mut cx = Context::from_waker(futures_util::task::noop_waker_ref());
+    loop {
+        match Pin::new(&mut *payload).poll_next(&mut cx) {
+            Poll::Ready(Some(Ok(_))) => {}
+            Poll::Ready(None) => return true,
+            Poll::Ready(Some(Err(_))) | Poll::Pending => return false,
+        }
+    }
 }
 
 /// Whether a request with these headers has a body (`Transfer-Encoding`,
@@ -94,7 +138,7 @@ pub fn carries_body(headers: &HeaderMap) -> bool {
 /// A response body that owns its request's payload until it is dropped,
 /// after the dispatcher has written it and decided, seeing the payload
 /// still owned and unfinished, to close the connection.
-pub type KeptBody = Holding<SharedPayload>;
+pub type KeptBody = Holding<KeptPayload>;
 
 /// A payload that fails with `TimedOut` once its deadline passes.
 struct Deadline {

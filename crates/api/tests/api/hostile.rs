@@ -391,12 +391,7 @@ async fn a_quiet_kept_alive_connection_gets_no_408_and_its_next_request_an_answe
         let mut buf = [0u8; 4096];
         for round in 0..2 {
             stream
-                .write_all(
-                    b"GET /healthz HTTP/1.1
-Host: 127.0.0.1
-
-",
-                )
+                .write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
                 .await
                 .unwrap();
             let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf))
