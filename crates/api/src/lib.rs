@@ -15,6 +15,7 @@ pub mod idempotency;
 pub mod key_sweeper;
 pub mod listener;
 pub mod live;
+pub mod marker_flusher;
 pub mod openapi;
 pub mod overrides;
 pub mod problem;

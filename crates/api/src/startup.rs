@@ -136,7 +136,8 @@ impl Application {
         let mut background = Background::new();
         background.start_last("receipt ledger", |stop| ledger.spawn(stop));
         let store = PgStore::new(&settings.db, &mut registry, Arc::new(publisher.clone()))
-            .with_event_body(settings.live.frame_body);
+            .with_event_body(settings.live.frame_body)
+            .with_read_markers(settings.writes.read_marker_mode);
         warn_unless_english_messages(&store).await;
         let relay = OutboxRelay::new(
             settings.db.url.clone(),
@@ -150,6 +151,17 @@ impl Application {
         background.start("idempotency key sweeper", |stop| {
             crate::key_sweeper::spawn(sweep_store, sweep_every, stop)
         });
+        if settings.writes.read_marker_mode == chatlab_domain::ReadMarkerMode::Coalesced {
+            let flusher = chatlab_persistence::MarkerFlusher::new(
+                settings.db.url.clone(),
+                &settings.db.session,
+                store.read_markers().clone(),
+            );
+            let every = settings.writes.read_marker_flush;
+            background.start("read marker flusher", |stop| {
+                crate::marker_flusher::spawn(flusher, every, stop)
+            });
+        }
         let budget = crate::live::StreamBudget {
             per_user: settings.live.max_streams_per_user,
             total: settings.live.max_streams,

@@ -19,6 +19,7 @@ pub mod membership;
 pub mod paging;
 pub mod ports;
 pub mod publish_mode;
+pub mod read_marker;
 pub mod strategy;
 pub mod validation;
 
@@ -38,5 +39,6 @@ pub use membership::{AddMembers, NewMembers, RemoveMember, TransferOwnership};
 pub use paging::{Page, PageRequest};
 pub use ports::{EventPublisher, PublishError};
 pub use publish_mode::{PublishMode, UnknownPublishMode};
+pub use read_marker::{ReadMarkerMode, UnknownReadMarkerMode};
 pub use strategy::{InsertStrategy, UnknownStrategy};
 pub use validation::{FieldError, ValidationErrors};

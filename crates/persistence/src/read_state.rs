@@ -1,6 +1,9 @@
 //! Read markers and unread state on PostgreSQL: moving a member's marker
-//! (`READ_MARKER_MODE=direct`: one UPDATE of the member row), one chat's
-//! read state, and a member's chats newest activity first.
+//! (`READ_MARKER_MODE=direct`: one UPDATE of the member row; `coalesced`:
+//! held, then written by a flush of every held marker), one chat's read
+//! state, and a member's chats newest activity first.
+
+use std::time::Instant;
 
 use diesel::prelude::*;
 use futures_util::FutureExt;
@@ -9,13 +12,14 @@ use uuid::Uuid;
 
 use chatlab_domain::{
     ChatId, ChatSummary, Entity, MarkRead, Message, MessageFanout, MessageId, MessageKind, Page,
-    PageRequest, ReadState, RepositoryError, UserId,
+    PageRequest, ReadMarkerMode, ReadState, RepositoryError, UserId,
 };
 
 use crate::error_mapping::query_err;
 use crate::errors::PersistenceError;
 use crate::publish_plan::TxError;
 use crate::queries::{MoveReadMarker, MyChatRow, MyChatsPage, ReadStateOf, ViewerIsMember};
+use crate::read_markers::{HeldMarker, ReadMarkers};
 use crate::schema::{inbox, messages};
 use crate::session::DbSession;
 use crate::store::PgStore;
@@ -27,10 +31,25 @@ async fn read_state_of(
     chat_id: Uuid,
     user_id: Uuid,
     fanout: MessageFanout,
+    floor: Option<Uuid>,
 ) -> QueryResult<Option<(Option<Uuid>, i64)>> {
     match fanout {
-        MessageFanout::None => s.optional(ReadStateOf::<false> { chat_id, user_id }).await,
-        MessageFanout::Inbox => s.optional(ReadStateOf::<true> { chat_id, user_id }).await,
+        MessageFanout::None => {
+            s.optional(ReadStateOf::<false> {
+                chat_id,
+                user_id,
+                floor,
+            })
+            .await
+        }
+        MessageFanout::Inbox => {
+            s.optional(ReadStateOf::<true> {
+                chat_id,
+                user_id,
+                floor,
+            })
+            .await
+        }
     }
 }
 
@@ -122,10 +141,39 @@ async fn mark_read_work(
     {
         return Err(refused);
     }
-    let state = read_state_of(s, chat_id, user_id, fanout)
+    let state = read_state_of(s, chat_id, user_id, fanout, None)
         .await
         .map_err(query_err)?
         // Removed between the two statements.
+        .ok_or_else(|| PgStore::not_found(Entity::Chat, chat_id))?;
+    Ok(read_state(chat_id, state))
+}
+
+/// markRead with `READ_MARKER_MODE=coalesced`: refused as `direct` would
+/// refuse it (and then nothing is held), else held until the next flush;
+/// answers the read state as of the held marker.
+async fn hold_read_work(
+    s: &mut DbSession,
+    command: &MarkRead,
+    fanout: MessageFanout,
+    markers: &ReadMarkers,
+) -> Result<ReadState, RepositoryError> {
+    if let Some(refused) = refusal(s, command).await.map_err(query_err)? {
+        return Err(refused);
+    }
+    let chat_id = command.chat_id.as_uuid();
+    let user_id = command.reader.as_uuid();
+    let floor = markers.hold(HeldMarker {
+        chat_id,
+        user_id,
+        up_to: command.up_to.as_uuid(),
+        inbox: fanout == MessageFanout::Inbox,
+        since: Instant::now(),
+    });
+    let state = read_state_of(s, chat_id, user_id, fanout, Some(floor))
+        .await
+        .map_err(query_err)?
+        // Removed between the two statements; the flush skips the marker.
         .ok_or_else(|| PgStore::not_found(Entity::Chat, chat_id))?;
     Ok(read_state(chat_id, state))
 }
@@ -161,9 +209,21 @@ impl PgStore {
         command: MarkRead,
         fanout: MessageFanout,
     ) -> Result<ReadState, RepositoryError> {
-        self.db()
-            .run(move |s| async move { mark_read_work(s, &command, fanout).await }.boxed())
-            .await
+        match self.read_markers().mode() {
+            ReadMarkerMode::Direct => {
+                self.db()
+                    .run(move |s| async move { mark_read_work(s, &command, fanout).await }.boxed())
+                    .await
+            }
+            ReadMarkerMode::Coalesced => {
+                let markers = self.read_markers().clone();
+                self.db()
+                    .run(move |s| {
+                        async move { hold_read_work(s, &command, fanout, &markers).await }.boxed()
+                    })
+                    .await
+            }
+        }
     }
 
     /// The caller's read state of one chat, counted from `fanout`'s rows;
@@ -175,11 +235,12 @@ impl PgStore {
         fanout: MessageFanout,
     ) -> Result<ReadState, RepositoryError> {
         let (chat, user) = (chat_id.as_uuid(), user.as_uuid());
+        let floor = self.read_markers().held_by(chat, user);
         let state = self
             .db()
             .run(move |s| {
                 async move {
-                    read_state_of(s, chat, user, fanout)
+                    read_state_of(s, chat, user, fanout, floor)
                         .await
                         .map_err(query_err)
                 }

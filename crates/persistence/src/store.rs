@@ -12,7 +12,7 @@ use tracing::instrument;
 use chatlab_domain::{
     Chat, ChatCreated, ChatId, CreateChat, Entity, Event, EventBody, EventPublisher,
     InsertStrategy, KeyClaim, Keyed, Member, Message, MessageFanout, MessageId, NewUser, Page,
-    PageRequest, PublishMode, RepositoryError, SendMessage, User, UserId,
+    PageRequest, PublishMode, ReadMarkerMode, RepositoryError, SendMessage, User, UserId,
 };
 use tokio::sync::Notify;
 
@@ -29,6 +29,7 @@ use crate::models::UserRow;
 use crate::pool_metrics::PoolMetrics;
 use crate::publish_plan::{PublishPlan, TxError};
 use crate::queries::{InsertInboxFromMembers, InsertTalkIfMember};
+use crate::read_markers::{MarkerMetrics, ReadMarkers};
 use crate::reads;
 use crate::schema::users;
 use crate::session::DbSession;
@@ -52,6 +53,8 @@ pub struct PgStore {
     key_retention: Duration,
     /// Whether `message.sent` events carry the text.
     event_body: EventBody,
+    /// How read markers are written, and those held for the next flush.
+    read_markers: Arc<ReadMarkers>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -77,7 +80,27 @@ impl PgStore {
             outbox_wakeup: Arc::new(Notify::new()),
             key_retention: config.idempotency_retention,
             event_body: EventBody::default(),
+            read_markers: Arc::new(ReadMarkers::new(
+                ReadMarkerMode::default(),
+                MarkerMetrics::register(registry),
+            )),
         }
+    }
+
+    /// The same store, writing read markers in `mode`
+    /// (`READ_MARKER_MODE`). Markers held by the store it was made from
+    /// stay there: call it before the store serves anything.
+    pub fn with_read_markers(self, mode: ReadMarkerMode) -> Self {
+        let metrics = self.read_markers.metrics().clone();
+        Self {
+            read_markers: Arc::new(ReadMarkers::new(mode, metrics)),
+            ..self
+        }
+    }
+
+    /// How read markers are written, and those held for the next flush.
+    pub fn read_markers(&self) -> &Arc<ReadMarkers> {
+        &self.read_markers
     }
 
     /// The same store, its `message.sent` events carrying the message's

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use clap::builder::RangedU64ValueParser;
 use clap::{ArgAction, Args};
 
-use chatlab_domain::{InsertStrategy, MessageFanout, PublishMode};
+use chatlab_domain::{InsertStrategy, MessageFanout, PublishMode, ReadMarkerMode};
 use chatlab_persistence::{Driver, PoolLayout, Pooling, Recycle};
 
 use super::{JwtAlgorithm, LogFormat};
@@ -406,6 +406,30 @@ pub struct DeclaredSettings {
         help_heading = "Writes"
     )]
     pub message_fanout: MessageFanout,
+
+    /// `direct`: `POST /v1/chats/{id}/read` updates the member row (and with `inbox` the reader's
+    /// read flags) at once; `coalesced`: moves are held per instance and written every
+    /// READ_MARKER_FLUSH_MS as one UPDATE, the newest per member (a crash loses at most one window)
+    #[arg(
+        long,
+        global = true,
+        env = "READ_MARKER_MODE",
+        default_value = "direct",
+        help_heading = "Writes"
+    )]
+    pub read_marker_mode: ReadMarkerMode,
+
+    /// With READ_MARKER_MODE=coalesced, how often the held read markers are written (ms, 10 to
+    /// 60000): how stale a marker may be in the database, and at most what a crash loses
+    #[arg(
+        long,
+        global = true,
+        env = "READ_MARKER_FLUSH_MS",
+        default_value = "1000",
+        value_parser = clap::value_parser!(u64).range(10..=60_000),
+        help_heading = "Writes"
+    )]
+    pub read_marker_flush_ms: u64,
 
     /// Events a live connection (`GET /v1/events`) may have waiting; a client slower than that is disconnected
     #[arg(

@@ -23,7 +23,9 @@ use std::time::Duration;
 use clap::Parser;
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 
-use chatlab_domain::{EventBody, InsertStrategy, Limits, MessageFanout, PublishMode};
+use chatlab_domain::{
+    EventBody, InsertStrategy, Limits, MessageFanout, PublishMode, ReadMarkerMode,
+};
 use chatlab_kafka::KafkaConfig;
 use chatlab_persistence::config::default_pool_size;
 use chatlab_persistence::outbox_relay::RelaySettings;
@@ -155,6 +157,10 @@ pub struct WriteSettings {
     pub default_publish_mode: PublishMode,
     /// Message fan-out when the request names none.
     pub default_fanout: MessageFanout,
+    /// How read markers are written.
+    pub read_marker_mode: ReadMarkerMode,
+    /// With `coalesced`, the period of the held markers' flush.
+    pub read_marker_flush: Duration,
     /// Whether a request may name them (`X-Chatlab-Insert-Strategy`,
     /// `X-Chatlab-Publish-Mode`).
     pub allow_overrides: bool,
@@ -278,6 +284,8 @@ impl Settings {
                 default_strategy: d.chat_insert_strategy,
                 default_publish_mode: d.kafka_publish_mode,
                 default_fanout: d.message_fanout,
+                read_marker_mode: d.read_marker_mode,
+                read_marker_flush: Duration::from_millis(d.read_marker_flush_ms),
                 allow_overrides: d.chatlab_allow_overrides,
                 idempotency_sweep_every: Duration::from_secs(d.chatlab_idempotency_sweep_secs),
             },

@@ -19,7 +19,11 @@ use crate::state::AppState;
 /// Moves the caller's read marker in the chat forward to `up_to`, one of
 /// the chat's messages (an older one changes nothing), and answers the
 /// read state after it. With the `inbox` fan-out the caller's inbox rows
-/// up to the marker are flagged read in the same transaction.
+/// up to the marker are flagged read in the same transaction. With
+/// `READ_MARKER_MODE=coalesced` the move is held by this instance and
+/// written by its next flush (within `READ_MARKER_FLUSH_MS`): the answer
+/// and this instance's `GET /v1/me/chats/{id}` count from it at once, the
+/// chat list and other instances once it is written.
 #[utoipa::path(
     tag = "read state",
     request_body = MarkReadRequest,

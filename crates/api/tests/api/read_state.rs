@@ -4,7 +4,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::support::{TestApp, assert_problem, spawn_app, spawn_app_with};
+use crate::support::{TestApp, assert_problem, spawn_app, spawn_app_with, spawn_on_shared};
 
 async fn send_id(app: &TestApp, chat: Uuid, sender: Uuid, body: &str) -> Uuid {
     let resp = app.send_message(chat, sender, body).await;
@@ -191,4 +191,75 @@ async fn bad_markers_are_refused_and_change_nothing() {
     assert_problem(outsider, 404, "not-found").await;
     let limit = app.get_as(users[1], "/v1/me/chats?limit=0").await;
     assert_problem(limit, 422, "validation").await;
+}
+
+/// The member's marker as the database has it.
+async fn stored_marker(app: &TestApp, chat: Uuid, user: Uuid) -> Option<Uuid> {
+    use chatlab_persistence::schema::chat_members;
+    use diesel::prelude::*;
+    use diesel_async::RunQueryDsl;
+    let mut conn = app.db.connect().await;
+    chat_members::table
+        .filter(chat_members::chat_id.eq(chat))
+        .filter(chat_members::user_id.eq(user))
+        .select(chat_members::read_up_to)
+        .first(&mut conn)
+        .await
+        .unwrap()
+}
+
+/// Polls the database (every 50 ms, 10 s at most) until the member's
+/// marker is `expected`.
+async fn until_stored(app: &TestApp, chat: Uuid, user: Uuid, expected: Uuid) {
+    for _ in 0..200 {
+        if stored_marker(app, chat, user).await == Some(expected) {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("marker {expected} never written");
+}
+
+/// `READ_MARKER_MODE=coalesced`: the move is answered at once and written
+/// by the next flush; a server that stops writes what it holds first.
+#[tokio::test]
+async fn coalesced_markers_are_written_by_the_flush_and_at_shutdown() {
+    let app = spawn_app_with(&[
+        ("READ_MARKER_MODE", "coalesced"),
+        ("READ_MARKER_FLUSH_MS", "100"),
+    ])
+    .await;
+    let users = app.bulk_users(2).await;
+    let chat = app.create_chat_ok(users[0], &users[1..]).await;
+    let first = send_id(&app, chat, users[0], "one").await;
+    let resp = mark(&app, users[1], chat, &json!(first)).await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    let state: Value = resp.json().await.unwrap();
+    assert_eq!(
+        (&state["read_up_to"], &state["unread_count"]),
+        (&json!(first), &json!(0))
+    );
+    until_stored(&app, chat, users[1], first).await;
+    let metrics = app.metrics().await;
+    assert!(
+        metrics.contains("chatlab_read_marker_moves_held_total 1"),
+        "{metrics}"
+    );
+
+    // A window longer than the test: only the stop writes it.
+    let slow = spawn_on_shared(
+        app.db.clone(),
+        &[
+            ("READ_MARKER_MODE", "coalesced"),
+            ("READ_MARKER_FLUSH_MS", "60000"),
+        ],
+    )
+    .await;
+    let second = send_id(&slow, chat, users[0], "two").await;
+    let resp = mark(&slow, users[1], chat, &json!(second)).await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    // Its first tick flushed at startup, before the move: held since.
+    assert_eq!(stored_marker(&slow, chat, users[1]).await, Some(first));
+    slow.stop().await;
+    until_stored(&app, chat, users[1], second).await;
 }

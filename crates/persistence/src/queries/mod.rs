@@ -22,6 +22,9 @@ pub use insert_members_unnest::InsertMembersUnnest;
 pub use insert_messages_unnest::InsertMessagesUnnest;
 pub use insert_outbox_row::{InsertOutboxRow, RELAY_LOCK_CLASS, WRITER_LOCK_CLASS, lock_key};
 pub use insert_talk_if_member::{InsertTalkIfMember, InsertTalkIfMemberLockingChat};
-pub use read_state::{MoveReadMarker, MyChatRow, MyChatsPage, ReadStateOf};
+pub use read_state::{
+    FLUSH_LOCK_CLASS, FlagInboxRead, FlushReadMarkers, MarkerColumns, MoveReadMarker, MyChatRow,
+    MyChatsPage, ReadStateOf,
+};
 pub use transaction_control::{Begin, Commit, Rollback};
 pub use viewer_is_member::ViewerIsMember;

@@ -11,7 +11,7 @@ use diesel::QueryResult;
 use diesel::RunQueryDsl;
 use diesel::pg::{Pg, PgConnection};
 use diesel::query_builder::{AstPass, Query, QueryFragment, QueryId};
-use diesel::sql_types::{BigInt, Integer, Nullable, Text, Timestamptz, Uuid as SqlUuid};
+use diesel::sql_types::{Array, BigInt, Integer, Nullable, Text, Timestamptz, Uuid as SqlUuid};
 use uuid::Uuid;
 
 /// `UPDATE chat_members SET read_up_to = $3 WHERE chat_id = $1 AND user_id
@@ -49,6 +49,76 @@ impl QueryFragment<Pg> for MoveReadMarker {
     }
 }
 
+/// Advisory-lock class of read marker flushes
+/// (`pg_advisory_xact_lock(FLUSH_LOCK_CLASS, 0)`): the flushes of several
+/// instances take turns, so they never lock member rows in two orders.
+pub const FLUSH_LOCK_CLASS: i32 = 3;
+
+/// Held read markers as three parallel arrays, one element per member
+/// (`READ_MARKER_MODE=coalesced`), sent as `unnest($1, $2, $3) AS
+/// u(chat_id, user_id, up_to)`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MarkerColumns {
+    /// The chats.
+    pub chats: Vec<Uuid>,
+    /// The members.
+    pub users: Vec<Uuid>,
+    /// The newest messages read.
+    pub up_to: Vec<Uuid>,
+}
+
+impl MarkerColumns {
+    fn push_unnest<'b>(&'b self, out: &mut AstPass<'_, 'b, Pg>) -> QueryResult<()> {
+        out.push_sql("unnest(");
+        out.push_bind_param::<Array<SqlUuid>, _>(&self.chats)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Array<SqlUuid>, _>(&self.users)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Array<SqlUuid>, _>(&self.up_to)?;
+        out.push_sql(") AS u(chat_id, user_id, up_to)");
+        Ok(())
+    }
+}
+
+/// `UPDATE chat_members cm SET read_up_to = u.up_to FROM unnest(...) u
+///  WHERE cm.chat_id = u.chat_id AND cm.user_id = u.user_id AND
+///  (cm.read_up_to IS NULL OR cm.read_up_to < u.up_to)`: the held markers
+/// of many members in one statement, each moved forward only; a member
+/// who left meanwhile has no row to move.
+#[derive(Debug, Clone, QueryId)]
+pub struct FlushReadMarkers(pub MarkerColumns);
+
+impl QueryFragment<Pg> for FlushReadMarkers {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
+        out.push_sql("UPDATE chat_members cm SET read_up_to = u.up_to FROM ");
+        self.0.push_unnest(&mut out)?;
+        out.push_sql(
+            " WHERE cm.chat_id = u.chat_id AND cm.user_id = u.user_id \
+             AND (cm.read_up_to IS NULL OR cm.read_up_to < u.up_to)",
+        );
+        Ok(())
+    }
+}
+
+/// `UPDATE inbox i SET read = true FROM unnest(...) u WHERE i.user_id =
+///  u.user_id AND i.chat_id = u.chat_id AND i.message_id <= u.up_to AND NOT
+///  i.read`: the read flags of many readers' inbox rows up to their
+/// markers, in one statement.
+#[derive(Debug, Clone, QueryId)]
+pub struct FlagInboxRead(pub MarkerColumns);
+
+impl QueryFragment<Pg> for FlagInboxRead {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
+        out.push_sql("UPDATE inbox i SET read = true FROM ");
+        self.0.push_unnest(&mut out)?;
+        out.push_sql(
+            " WHERE i.user_id = u.user_id AND i.chat_id = u.chat_id \
+             AND i.message_id <= u.up_to AND NOT i.read",
+        );
+        Ok(())
+    }
+}
+
 /// The unread count of the member row aliased `p` (columns `chat_id`,
 /// `joined_at`, `read_up_to`) for `user`, as a scalar subquery.
 fn push_unread<'b>(out: &mut AstPass<'_, 'b, Pg>, inbox: bool, user: &'b Uuid) -> QueryResult<()> {
@@ -74,15 +144,20 @@ fn push_unread<'b>(out: &mut AstPass<'_, 'b, Pg>, inbox: bool, user: &'b Uuid) -
 }
 
 /// `SELECT p.read_up_to, <unread count> FROM (SELECT chat_id, joined_at,
-///  read_up_to FROM chat_members WHERE chat_id = $1 AND user_id = $2) p`:
-/// one member's read state of one chat, no row for a non-member. `INBOX`
-/// picks where the count comes from; each is its own cached statement.
+///  GREATEST(read_up_to, $3) AS read_up_to FROM chat_members WHERE chat_id
+///  = $1 AND user_id = $2) p`: one member's read state of one chat, no row
+/// for a non-member. `INBOX` picks where the count comes from; each is its
+/// own cached statement.
 #[derive(Debug, Clone, Copy)]
 pub struct ReadStateOf<const INBOX: bool> {
     /// The chat.
     pub chat_id: Uuid,
     /// The member.
     pub user_id: Uuid,
+    /// A marker this instance holds and has not written yet
+    /// (`READ_MARKER_MODE=coalesced`): the state is counted from the
+    /// further of it and the row's.
+    pub floor: Option<Uuid>,
 }
 
 impl<const INBOX: bool> QueryId for ReadStateOf<INBOX> {
@@ -100,9 +175,9 @@ impl<const INBOX: bool> QueryFragment<Pg> for ReadStateOf<INBOX> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
         out.push_sql("SELECT p.read_up_to, ");
         push_unread(&mut out, INBOX, &self.user_id)?;
-        out.push_sql(
-            " FROM (SELECT chat_id, joined_at, read_up_to FROM chat_members WHERE chat_id = ",
-        );
+        out.push_sql(" FROM (SELECT chat_id, joined_at, GREATEST(read_up_to, ");
+        out.push_bind_param::<Nullable<SqlUuid>, _>(&self.floor)?;
+        out.push_sql(") AS read_up_to FROM chat_members WHERE chat_id = ");
         out.push_bind_param::<SqlUuid, _>(&self.chat_id)?;
         out.push_sql(" AND user_id = ");
         out.push_bind_param::<SqlUuid, _>(&self.user_id)?;

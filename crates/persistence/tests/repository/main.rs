@@ -12,5 +12,6 @@ mod outbox_relay;
 mod pipeline;
 mod pool_layout;
 mod pool_metrics;
+mod read_marker_modes;
 mod support;
 mod unread_state;

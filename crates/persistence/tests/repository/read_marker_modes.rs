@@ -1,0 +1,170 @@
+//! `READ_MARKER_MODE=coalesced`: a move is checked and answered at once,
+//! held in memory, and written by the next flush, one statement for every
+//! member who moved; it never moves a marker back, and a refused move
+//! holds nothing.
+
+use diesel::prelude::*;
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use uuid::Uuid;
+
+use chatlab_domain::{
+    ChatId, Entity, InsertStrategy, MarkRead, MessageFanout, MessageId, PublishMode,
+    ReadMarkerMode, RepositoryError, UserId,
+};
+use chatlab_persistence::schema::{chat_members, inbox};
+use chatlab_persistence::{MarkerFlusher, SendRoute, SessionSettings};
+
+use crate::support::{command, fixture, message, seed_users};
+
+async fn marker(conn: &mut AsyncPgConnection, chat: ChatId, user: UserId) -> Option<Uuid> {
+    chat_members::table
+        .filter(chat_members::chat_id.eq(chat.as_uuid()))
+        .filter(chat_members::user_id.eq(user.as_uuid()))
+        .select(chat_members::read_up_to)
+        .first(conn)
+        .await
+        .unwrap()
+}
+
+async fn flags(conn: &mut AsyncPgConnection, user: UserId) -> Vec<bool> {
+    inbox::table
+        .filter(inbox::user_id.eq(user.as_uuid()))
+        .select(inbox::read)
+        .order(inbox::message_id)
+        .load(conn)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn coalesced_moves_are_answered_at_once_and_written_by_one_flush() {
+    let f = fixture().await;
+    let store = f.store.clone().with_read_markers(ReadMarkerMode::Coalesced);
+    let mut flusher = MarkerFlusher::new(
+        f.db.url().to_owned().into(),
+        &SessionSettings::default(),
+        store.read_markers().clone(),
+    );
+    let users = seed_users(&store, 4).await;
+    let (owner, first, second, outsider) = (users[0], users[1], users[2], users[3]);
+    let chat = store
+        .create_chat(
+            command("room", owner, &[first, second]),
+            InsertStrategy::Batch,
+            PublishMode::Off,
+        )
+        .await
+        .unwrap();
+    let mut sent: Vec<MessageId> = Vec::new();
+    for i in 0..3 {
+        let route = SendRoute {
+            mode: PublishMode::Off,
+            fanout: MessageFanout::Inbox,
+            strategy: InsertStrategy::Batch,
+        };
+        let fresh = store
+            .send_message_routed(message(chat.id, owner, &format!("m{i}")), route, None)
+            .await
+            .unwrap();
+        sent.push(fresh.fresh().unwrap().id);
+    }
+    let mark = |reader: UserId, up_to: MessageId| MarkRead {
+        chat_id: chat.id,
+        reader,
+        up_to,
+    };
+    let inbox_fanout = MessageFanout::Inbox;
+    // Answered with the held marker and the count it implies, forward only.
+    for (up_to, expected) in [(0, (0, 2)), (2, (2, 0)), (1, (2, 0))] {
+        let state = store
+            .mark_read(mark(first, sent[up_to]), inbox_fanout)
+            .await
+            .unwrap();
+        assert_eq!(
+            (state.read_up_to, state.unread_count),
+            (Some(sent[expected.0]), expected.1),
+            "first reader to message {up_to}"
+        );
+    }
+    let state = store
+        .mark_read(mark(second, sent[1]), inbox_fanout)
+        .await
+        .unwrap();
+    assert_eq!((state.read_up_to, state.unread_count), (Some(sent[1]), 1));
+    // Refused moves hold nothing.
+    let stranger = store
+        .mark_read(mark(outsider, sent[2]), inbox_fanout)
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        stranger,
+        RepositoryError::NotFound {
+            entity: Entity::Chat,
+            ..
+        }
+    ));
+    let foreign = store
+        .mark_read(mark(first, MessageId::generate()), inbox_fanout)
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        foreign,
+        RepositoryError::NotFound {
+            entity: Entity::Message,
+            ..
+        }
+    ));
+    assert_eq!(store.read_markers().held(), 2, "one marker per member");
+
+    // Nothing written yet; this instance's reads see the held marker.
+    let mut conn = f.db.connect().await;
+    assert_eq!(marker(&mut conn, chat.id, first).await, None);
+    assert_eq!(flags(&mut conn, first).await, [false, false, false]);
+    let read = store
+        .read_state(chat.id, first, inbox_fanout)
+        .await
+        .unwrap();
+    assert_eq!((read.read_up_to, read.unread_count), (Some(sent[2]), 0));
+
+    // One flush writes both members and their read flags.
+    assert_eq!(flusher.flush().await.unwrap(), 2);
+    assert_eq!(store.read_markers().held(), 0);
+    assert_eq!(
+        marker(&mut conn, chat.id, first).await,
+        Some(sent[2].as_uuid())
+    );
+    assert_eq!(
+        marker(&mut conn, chat.id, second).await,
+        Some(sent[1].as_uuid())
+    );
+    assert_eq!(flags(&mut conn, first).await, [true, true, true]);
+    assert_eq!(flags(&mut conn, second).await, [true, true, false]);
+    assert_eq!(flusher.flush().await.unwrap(), 0, "nothing left");
+    let metrics = store.read_markers().metrics();
+    assert_eq!(
+        (
+            metrics.held.get(),
+            metrics.flushes.get(),
+            metrics.flushed.get()
+        ),
+        (4, 1, 2),
+        "four moves, one flush of two markers"
+    );
+
+    // A held marker behind the database's is answered and flushed as the
+    // database's: never back.
+    f.store
+        .mark_read(mark(second, sent[2]), inbox_fanout)
+        .await
+        .unwrap();
+    let state = store
+        .mark_read(mark(second, sent[0]), inbox_fanout)
+        .await
+        .unwrap();
+    assert_eq!((state.read_up_to, state.unread_count), (Some(sent[2]), 0));
+    assert_eq!(flusher.flush().await.unwrap(), 1);
+    assert_eq!(
+        marker(&mut conn, chat.id, second).await,
+        Some(sent[2].as_uuid())
+    );
+}
