@@ -48,7 +48,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::commands::{charts as redraw, crosscheck, docs, matrix, pgbench, run, syncs};
+use crate::commands::{charts as redraw, crosscheck, docs, markers, matrix, pgbench, run, syncs};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -92,6 +92,10 @@ enum Command {
     /// statement (tokio-postgres, joined or awaited) and pgbench without a
     /// pipeline, rounds alternating.
     Syncs(syncs::SyncsArgs),
+    /// Read markers at a steady rate on one chat, per READ_MARKER_MODE and
+    /// fan-out: latency, PostgreSQL's row writes, HOT updates, dead tuples,
+    /// deadlocks, and the acknowledged moves a SIGKILL loses.
+    Markers(markers::MarkersArgs),
     /// Render the docs' tables of results from their committed runs, or
     /// (`--check`) fail when one is stale or a cited figure is not in its run.
     Docs(docs::DocsArgs),
@@ -110,6 +114,7 @@ async fn main() -> ExitCode {
         Command::Fault(args) => fault::run(args).await,
         Command::Delivery(args) => delivery::run(args).await,
         Command::Syncs(args) => syncs::syncs(args).await,
+        Command::Markers(args) => markers::markers(args).await,
         Command::Docs(args) => docs::docs(args),
     };
     match result {

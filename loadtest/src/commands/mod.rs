@@ -5,6 +5,7 @@
 pub(crate) mod charts;
 pub(crate) mod crosscheck;
 pub(crate) mod docs;
+pub(crate) mod markers;
 pub(crate) mod matrix;
 pub(crate) mod pgbench;
 pub(crate) mod run;
@@ -225,6 +226,21 @@ pub(crate) fn fleet_spec(
         log_dir: out.join("logs"),
         signer: Arc::new(Signer::generate(&args.jwt_issuer)?),
     })
+}
+
+/// Writes `notes` then `table` to `out/results.md`, prints the table and
+/// where the results went; answers success.
+pub(crate) fn write_results(
+    out: &std::path::Path,
+    notes: &str,
+    table: &str,
+) -> Result<bool, LoadError> {
+    std::fs::create_dir_all(out).map_err(|e| LoadError::file(out, e))?;
+    let md = out.join("results.md");
+    std::fs::write(&md, format!("{notes}{table}")).map_err(|e| LoadError::file(&md, e))?;
+    println!("{table}");
+    println!("results: {}", out.display());
+    Ok(true)
 }
 
 pub(crate) fn results_dir(base: &std::path::Path, name: &str) -> PathBuf {

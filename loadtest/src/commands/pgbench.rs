@@ -12,7 +12,7 @@ use crate::fleet::Fleet;
 use crate::scenario::{Scenario, SeedAt, SeedSpec, seed};
 use crate::schedule::parse_duration;
 
-use super::{ServerArgs, fleet_spec, http_client, machine_note, results_dir};
+use super::{ServerArgs, fleet_spec, http_client, machine_note, results_dir, write_results};
 use crate::error::LoadError;
 
 #[derive(Debug, Args)]
@@ -89,10 +89,5 @@ pub(crate) async fn pgbench_baseline(args: BaselineArgs) -> Result<bool, LoadErr
         }
     }
     let notes = format!("# pgbench baseline\n\n{}\n\n", machine_note());
-    std::fs::create_dir_all(&out).map_err(|e| LoadError::file(&out, e))?;
-    let md = out.join("results.md");
-    std::fs::write(&md, format!("{notes}{table}")).map_err(|e| LoadError::file(&md, e))?;
-    println!("{table}");
-    println!("results: {}", out.display());
-    Ok(true)
+    write_results(&out, &notes, &table)
 }

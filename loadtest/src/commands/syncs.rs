@@ -36,7 +36,7 @@ use crate::fleet::Fleet;
 use crate::scenario::{Rng, Scenario, SeedAt, SeedSpec, pick_members, seed};
 use crate::schedule::parse_duration;
 
-use super::{ServerArgs, fleet_spec, http_client, machine_note, results_dir};
+use super::{ServerArgs, fleet_spec, http_client, machine_note, results_dir, write_results};
 use crate::error::LoadError;
 
 #[derive(Debug, Args)]
@@ -153,12 +153,7 @@ pub(crate) async fn syncs(args: SyncsArgs) -> Result<bool, LoadError> {
         humantime::format_duration(args.duration),
         args.rounds.max(1),
     );
-    std::fs::create_dir_all(&out).map_err(|e| LoadError::file(&out, e))?;
-    let md = out.join("results.md");
-    std::fs::write(&md, format!("{notes}{table}")).map_err(|e| LoadError::file(&md, e))?;
-    println!("{table}");
-    println!("results: {}", out.display());
-    Ok(true)
+    write_results(&out, &notes, &table)
 }
 
 async fn measure(
