@@ -425,7 +425,7 @@ pub struct DeclaredSettings {
         long,
         global = true,
         env = "READ_MARKER_FLUSH_MS",
-        default_value = "1000",
+        default_value = "500",
         value_parser = clap::value_parser!(u64).range(10..=60_000),
         help_heading = "Writes"
     )]
