@@ -2,6 +2,13 @@
 //! proves who signed it, not that its user is one of this server's, and a
 //! stream holds a connection for hours. One read per user, remembered
 //! briefly so that a client reconnecting in a loop costs no more reads.
+//!
+//! The reads take turns, [`LOOKUPS`] at a time, and a caller that waited
+//! looks in what is remembered again before reading: a flood of streams
+//! opened at once (with one user's token, or many users') would otherwise
+//! send as many reads to the pool together, and every other request would
+//! wait behind them for a connection (`make fault-slow-clients` saw a
+//! normal POST /v1/users go unanswered for over a second).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -22,10 +29,24 @@ const MISSING_FOR: Duration = Duration::from_secs(5);
 /// none is, everything.
 const REMEMBERED: usize = 65_536;
 
+/// Reads of the database in flight at once: one pooled connection at most
+/// for stream admissions, whatever the flood.
+pub const LOOKUPS: usize = 1;
+
 /// The users looked up lately, and whether each exists.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct KnownUsers {
     seen: Mutex<HashMap<Uuid, (bool, Instant)>>,
+    lookups: tokio::sync::Semaphore,
+}
+
+impl Default for KnownUsers {
+    fn default() -> Self {
+        Self {
+            seen: Mutex::default(),
+            lookups: tokio::sync::Semaphore::new(LOOKUPS),
+        }
+    }
 }
 
 impl KnownUsers {
@@ -33,6 +54,12 @@ impl KnownUsers {
     /// remembered). A database that cannot answer is the store's error.
     pub async fn exists(&self, store: &PgStore, user: UserId) -> Result<bool, RepositoryError> {
         let id = user.as_uuid();
+        if let Some(known) = self.remembered(id, Instant::now()) {
+            return Ok(known);
+        }
+        // Never closed, so the permit always comes.
+        let _turn = self.lookups.acquire().await;
+        // Whoever read while this caller waited may have read this user.
         if let Some(known) = self.remembered(id, Instant::now()) {
             return Ok(known);
         }
