@@ -1,7 +1,8 @@
 //! The background task that writes the read markers held per instance
-//! (`READ_MARKER_MODE=coalesced`) every `READ_MARKER_FLUSH_MS`, and once
-//! more when the server stops, after its last request, on a connection of
-//! its own (see [`chatlab_persistence::MarkerFlusher`]).
+//! (`READ_MARKER_MODE=coalesced`), or compacts the read marker log
+//! (`READ_MARKER_MODE=log`), every `READ_MARKER_FLUSH_MS`, and once more
+//! when the server stops, after its last request, on a connection of its
+//! own (see [`chatlab_persistence::MarkerFlusher`]).
 
 use std::time::Duration;
 

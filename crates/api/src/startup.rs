@@ -151,7 +151,9 @@ impl Application {
         background.start("idempotency key sweeper", |stop| {
             crate::key_sweeper::spawn(sweep_store, sweep_every, stop)
         });
-        if settings.writes.read_marker_mode == chatlab_domain::ReadMarkerMode::Coalesced {
+        // `coalesced` flushes what it holds, `log` compacts its log; `direct`
+        // writes at once and needs neither.
+        if settings.writes.read_marker_mode != chatlab_domain::ReadMarkerMode::Direct {
             let flusher = chatlab_persistence::MarkerFlusher::new(
                 settings.db.url.clone(),
                 &settings.db.session,

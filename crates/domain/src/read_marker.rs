@@ -5,10 +5,10 @@ use std::str::FromStr;
 
 /// How `POST /v1/chats/{id}/read` writes the reader's marker.
 ///
-/// Both modes answer the caller with the marker it asked for and the unread
-/// count that marker implies, and a marker never moves back in either.
-/// They differ in how many database writes the moves cost, and in what a
-/// crash loses.
+/// Every mode answers the caller with the marker it asked for and the
+/// unread count that marker implies, and a marker never moves back in any.
+/// They differ in which rows the moves write, how many database writes
+/// they cost, and in what a crash loses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub enum ReadMarkerMode {
     /// One UPDATE of the member row per call (with the `inbox` fan-out,
@@ -16,6 +16,14 @@ pub enum ReadMarkerMode {
     /// acknowledged is lost; the member row is a hot row.
     #[default]
     Direct,
+    /// One INSERT into the append-only `read_marker_log` per call, folded
+    /// into the member rows every `READ_MARKER_FLUSH_MS` by a background
+    /// compaction (one statement that deletes the log rows it folds);
+    /// reads take the newer of the member row's marker and the log's, so
+    /// a move is seen at once by every instance. Nothing acknowledged is
+    /// lost; the member row is written once per compaction, not per move,
+    /// as Synapse's proposed append-only counts table would.
+    Log,
     /// Held per instance and written every `READ_MARKER_FLUSH_MS` as one
     /// `UPDATE ... FROM unnest(...)` of every marker moved meanwhile (the
     /// newest per member), as Discord does for its read states. Reads see
@@ -25,12 +33,13 @@ pub enum ReadMarkerMode {
 
 impl ReadMarkerMode {
     /// Every mode, in a stable order.
-    pub const ALL: [ReadMarkerMode; 2] = [Self::Direct, Self::Coalesced];
+    pub const ALL: [ReadMarkerMode; 3] = [Self::Direct, Self::Log, Self::Coalesced];
 
     /// The name used in env vars, metric labels and logs.
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::Direct => "direct",
+            Self::Log => "log",
             Self::Coalesced => "coalesced",
         }
     }
@@ -44,7 +53,7 @@ impl fmt::Display for ReadMarkerMode {
 
 /// A read marker mode name that is not one of [`ReadMarkerMode::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown read marker mode {0:?}: expected direct or coalesced")]
+#[error("unknown read marker mode {0:?}: expected direct, log or coalesced")]
 pub struct UnknownReadMarkerMode(pub String);
 
 impl FromStr for ReadMarkerMode {
@@ -53,6 +62,7 @@ impl FromStr for ReadMarkerMode {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.trim().to_ascii_lowercase().as_str() {
             "direct" => Ok(Self::Direct),
+            "log" => Ok(Self::Log),
             "coalesced" => Ok(Self::Coalesced),
             _ => Err(UnknownReadMarkerMode(s.to_owned())),
         }
@@ -72,6 +82,6 @@ mod tests {
             " Coalesced ".parse::<ReadMarkerMode>(),
             Ok(ReadMarkerMode::Coalesced)
         );
-        assert!("log".parse::<ReadMarkerMode>().is_err());
+        assert!("logged".parse::<ReadMarkerMode>().is_err());
     }
 }

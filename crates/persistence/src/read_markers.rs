@@ -10,6 +10,10 @@
 //! (and their slices of the pool) have stopped. A flush that fails holds
 //! its markers again, merged with those held meanwhile, for the next one.
 //! What a crash loses is what is held: at most one window of moves.
+//!
+//! With `READ_MARKER_MODE=log` the same task, at the same period, compacts
+//! the append-only log instead: nothing is held in memory, so a crash loses
+//! nothing.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -28,7 +32,10 @@ use chatlab_domain::ReadMarkerMode;
 use crate::config::SessionSettings;
 use crate::errors::PersistenceError;
 use crate::pool_metrics::{latency_buckets, secs};
-use crate::queries::{FLUSH_LOCK_CLASS, FlagInboxRead, FlushReadMarkers, MarkerColumns};
+use crate::queries::{
+    CompactReadMarkerLog, Compacted, FLUSH_LOCK_CLASS, FlagInboxRead, FlushReadMarkers,
+    MarkerColumns,
+};
 use crate::session_settings::{connect, set_statements};
 
 /// One member's held marker.
@@ -65,12 +72,16 @@ impl HeldMarker {
 pub struct MarkerMetrics {
     /// Marker moves held (each a `POST /v1/chats/{id}/read` answered).
     pub held: Counter,
-    /// Flushes that wrote something.
+    /// Flushes (with `log`: compactions) that wrote something.
     pub flushes: Counter,
-    /// Members' markers written by flushes.
+    /// Members' markers written by flushes (with `log`: member rows moved
+    /// by compactions).
     pub flushed: Counter,
     /// Flushes that failed (their markers are kept for the next).
     pub failed_flushes: Counter,
+    /// Log rows folded into member rows and deleted by compactions
+    /// (`READ_MARKER_MODE=log`; each is one accepted move).
+    pub compacted: Counter,
     /// How old each flushed marker's first hold was when its flush
     /// committed: the staleness the database saw.
     pub staleness: Histogram,
@@ -84,6 +95,7 @@ impl MarkerMetrics {
             flushes: Counter::default(),
             flushed: Counter::default(),
             failed_flushes: Counter::default(),
+            compacted: Counter::default(),
             staleness: Histogram::new(latency_buckets()),
         };
         registry.register(
@@ -105,6 +117,11 @@ impl MarkerMetrics {
             "chatlab_read_marker_failed_flushes",
             "Flushes of held read markers that failed (their markers wait for the next)",
             metrics.failed_flushes.clone(),
+        );
+        registry.register(
+            "chatlab_read_marker_log_rows_compacted",
+            "Read marker log rows folded into member rows and deleted (READ_MARKER_MODE=log)",
+            metrics.compacted.clone(),
         );
         registry.register_with_unit(
             "chatlab_read_marker_staleness",
@@ -244,7 +261,12 @@ impl MarkerFlusher {
 
     /// Writes every marker held since the last flush, in one transaction;
     /// answers how many. On failure they are held again for the next one.
+    /// With `READ_MARKER_MODE=log` nothing is held: it compacts the log
+    /// instead and answers the member rows it moved.
     pub async fn flush(&mut self) -> Result<usize, PersistenceError> {
+        if self.markers.mode() == ReadMarkerMode::Log {
+            return self.compact().await;
+        }
         let taken = self.markers.take();
         if taken.is_empty() {
             return Ok(0);
@@ -263,18 +285,56 @@ impl MarkerFlusher {
         }
     }
 
+    /// Folds the read marker log into the member rows and deletes what it
+    /// folded ([`CompactReadMarkerLog`]), behind the flushes' advisory
+    /// lock so the compactions of several instances take turns; answers
+    /// the member rows moved. A failed compaction changes nothing (the
+    /// rows wait for the next).
+    async fn compact(&mut self) -> Result<usize, PersistenceError> {
+        let conn = self.connection().await?;
+        let done = conn
+            .transaction(async |c| {
+                diesel::sql_query("SELECT pg_advisory_xact_lock($1, 0)")
+                    .bind::<diesel::sql_types::Integer, _>(FLUSH_LOCK_CLASS)
+                    .execute(c)
+                    .await?;
+                CompactReadMarkerLog.get_result::<Compacted>(c).await
+            })
+            .await;
+        let (gone, _members, moved, _flagged) = match done {
+            Ok(done) => done,
+            Err(e) => {
+                self.conn = None;
+                self.markers.metrics.failed_flushes.inc();
+                return Err(PersistenceError::from(e));
+            }
+        };
+        let metrics = &self.markers.metrics;
+        if gone > 0 {
+            metrics.flushes.inc();
+            metrics.flushed.inc_by(u64::try_from(moved).unwrap_or(0));
+            metrics.compacted.inc_by(u64::try_from(gone).unwrap_or(0));
+        }
+        Ok(usize::try_from(moved).unwrap_or(0))
+    }
+
+    /// Its connection, opened when first needed.
+    async fn connection(&mut self) -> Result<&mut AsyncPgConnection, PersistenceError> {
+        match self.conn {
+            Some(ref mut conn) => Ok(conn),
+            None => Ok(self.conn.insert(
+                connect(self.url.expose_secret(), &self.session_sql)
+                    .await
+                    .map_err(|e| PersistenceError::Connect(Box::new(e)))?,
+            )),
+        }
+    }
+
     /// The member rows of `markers`, then the read flags of the inbox
     /// rows of those whose moves asked for them, in one transaction behind
     /// an advisory lock, so the flushes of several instances take turns.
     async fn write(&mut self, markers: &[HeldMarker]) -> Result<(), PersistenceError> {
-        let conn = match self.conn.as_mut() {
-            Some(conn) => conn,
-            None => self.conn.insert(
-                connect(self.url.expose_secret(), &self.session_sql)
-                    .await
-                    .map_err(|e| PersistenceError::Connect(Box::new(e)))?,
-            ),
-        };
+        let conn = self.connection().await?;
         let columns = |only_inbox: bool| {
             let rows = markers.iter().filter(|m| m.inbox || !only_inbox);
             MarkerColumns {

@@ -1,7 +1,9 @@
 //! Read markers and unread state on PostgreSQL: moving a member's marker
-//! (`READ_MARKER_MODE=direct`: one UPDATE of the member row; `coalesced`:
-//! held, then written by a flush of every held marker), one chat's read
-//! state, and a member's chats newest activity first.
+//! (`READ_MARKER_MODE=direct`: one UPDATE of the member row; `log`: one
+//! INSERT into the append-only log, folded into the member rows by a
+//! compaction; `coalesced`: held, then written by a flush of every held
+//! marker), one chat's read state, and a member's chats newest activity
+//! first.
 
 use std::time::Instant;
 
@@ -18,7 +20,9 @@ use chatlab_domain::{
 use crate::error_mapping::query_err;
 use crate::errors::PersistenceError;
 use crate::publish_plan::TxError;
-use crate::queries::{MoveReadMarker, MyChatRow, MyChatsPage, ReadStateOf, ViewerIsMember};
+use crate::queries::{
+    AppendReadMarker, MoveReadMarker, MyChatRow, MyChatsPage, ReadStateOf, ViewerIsMember,
+};
 use crate::read_markers::{HeldMarker, ReadMarkers};
 use crate::schema::{inbox, messages};
 use crate::session::DbSession;
@@ -136,17 +140,53 @@ async fn mark_read_work(
             .await
             .map_err(RepositoryError::from)?,
     };
-    if moved == 0
+    answer_move(s, command, fanout, moved).await
+}
+
+/// The answer to a move that wrote `written` rows: when none, why (see
+/// [`refusal`]) or, when it was refused for no reason (the marker was
+/// there already, or further), the read state as it is; else the read
+/// state after it.
+async fn answer_move(
+    s: &mut DbSession,
+    command: &MarkRead,
+    fanout: MessageFanout,
+    written: usize,
+) -> Result<ReadState, RepositoryError> {
+    if written == 0
         && let Some(refused) = refusal(s, command).await.map_err(query_err)?
     {
         return Err(refused);
     }
-    let state = read_state_of(s, chat_id, user_id, fanout, None)
+    let chat_id = command.chat_id.as_uuid();
+    let state = read_state_of(s, chat_id, command.reader.as_uuid(), fanout, None)
         .await
         .map_err(query_err)?
-        // Removed between the two statements.
+        // Removed between the two statements (with `log`, the compaction
+        // drops the row).
         .ok_or_else(|| PgStore::not_found(Entity::Chat, chat_id))?;
     Ok(read_state(chat_id, state))
+}
+
+/// markRead with `READ_MARKER_MODE=log`: one INSERT into the log (no
+/// member-row UPDATE, no transaction: the statement is the move); refused
+/// as `direct` would refuse it. The reader's inbox rows are flagged by the
+/// compaction that folds the move; the unread count counts from the marker
+/// at once either way.
+async fn append_read_work(
+    s: &mut DbSession,
+    command: &MarkRead,
+    fanout: MessageFanout,
+) -> Result<ReadState, RepositoryError> {
+    let appended = s
+        .execute(AppendReadMarker {
+            chat_id: command.chat_id.as_uuid(),
+            user_id: command.reader.as_uuid(),
+            up_to: command.up_to.as_uuid(),
+        })
+        .await
+        .map_err(query_err)?;
+    answer_move(s, command, fanout, appended).await
 }
 
 /// markRead with `READ_MARKER_MODE=coalesced`: refused as `direct` would
@@ -213,6 +253,13 @@ impl PgStore {
             ReadMarkerMode::Direct => {
                 self.db()
                     .run(move |s| async move { mark_read_work(s, &command, fanout).await }.boxed())
+                    .await
+            }
+            ReadMarkerMode::Log => {
+                self.db()
+                    .run(move |s| {
+                        async move { append_read_work(s, &command, fanout).await }.boxed()
+                    })
                     .await
             }
             ReadMarkerMode::Coalesced => {

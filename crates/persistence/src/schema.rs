@@ -87,6 +87,14 @@ diesel::table! {
 }
 
 diesel::table! {
+    read_marker_log (chat_id, user_id, up_to) {
+        chat_id -> Uuid,
+        user_id -> Uuid,
+        up_to -> Uuid,
+    }
+}
+
+diesel::table! {
     users (id) {
         id -> Uuid,
         name -> Text,
@@ -107,5 +115,6 @@ diesel::allow_tables_to_appear_in_same_query!(
     inbox,
     messages,
     outbox,
+    read_marker_log,
     users,
 );

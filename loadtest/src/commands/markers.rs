@@ -62,12 +62,13 @@ pub(crate) struct MarkersArgs {
     #[arg(long, default_value_t = 2)]
     rounds: usize,
     /// Read marker modes.
-    #[arg(long, value_delimiter = ',', default_value = "direct,coalesced")]
+    #[arg(long, value_delimiter = ',', default_value = "direct,log,coalesced")]
     modes: Vec<ReadMarkerMode>,
     /// Message fan-outs (with `inbox`, a move also flags the reader's rows).
     #[arg(long, value_delimiter = ',', default_value = "none,inbox")]
     fanouts: Vec<MessageFanout>,
-    /// READ_MARKER_FLUSH_MS of the `coalesced` servers.
+    /// READ_MARKER_FLUSH_MS of the `coalesced` servers (their flush) and
+    /// the `log` servers (their compaction).
     #[arg(long, default_value_t = 500)]
     flush_ms: u64,
 }
@@ -79,6 +80,7 @@ struct DbCounters {
     member_hot_updates: i64,
     member_dead: i64,
     inbox_updates: i64,
+    log_inserts: i64,
     deadlocks: i64,
     rollbacks: i64,
 }
@@ -88,6 +90,7 @@ const COUNTERS_SQL: &str = "SELECT \
      coalesce((SELECT n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'chat_members'), 0), \
      coalesce((SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'chat_members'), 0), \
      coalesce((SELECT n_tup_upd FROM pg_stat_user_tables WHERE relname = 'inbox'), 0), \
+     coalesce((SELECT n_tup_ins FROM pg_stat_user_tables WHERE relname = 'read_marker_log'), 0), \
      deadlocks, xact_rollback FROM pg_stat_database WHERE datname = current_database()";
 
 /// The load tool's own connection to the servers' database.
@@ -117,8 +120,9 @@ impl Db {
             member_hot_updates: row.get(1),
             member_dead: row.get(2),
             inbox_updates: row.get(3),
-            deadlocks: row.get(4),
-            rollbacks: row.get(5),
+            log_inserts: row.get(4),
+            deadlocks: row.get(5),
+            rollbacks: row.get(6),
         })
     }
 
@@ -144,12 +148,15 @@ impl Db {
         Ok(())
     }
 
-    /// Each member's marker in `chat`, as text.
+    /// Each member's marker in `chat`, as text: the newer of the member
+    /// row's and the read marker log's (`log` servers; empty otherwise).
     async fn markers(&self, chat: Uuid) -> Result<HashMap<String, Option<String>>, LoadError> {
         let rows = self
             .client
             .query(
-                "SELECT user_id::text, read_up_to::text FROM chat_members WHERE chat_id = $1::text::uuid",
+                "SELECT cm.user_id::text, GREATEST(cm.read_up_to, (SELECT l.up_to FROM read_marker_log l \
+                 WHERE l.chat_id = cm.chat_id AND l.user_id = cm.user_id ORDER BY l.up_to DESC LIMIT 1))::text \
+                 FROM chat_members cm WHERE cm.chat_id = $1::text::uuid",
                 &[&chat.to_string()],
             )
             .await
@@ -229,7 +236,7 @@ pub(crate) async fn markers(args: MarkersArgs) -> Result<bool, LoadError> {
     results.sort_by_key(|c| (c.mode, c.fanout, c.round));
     let table = table(&results);
     let notes = format!(
-        "# markers: read markers at a steady rate on one chat\n\n{}\n\nOne server per cell, a chat of {} members and {} messages from its creator; `POST /v1/chats/{{id}}/read` at {} per second for {} (open model, at most {} in flight), each by a random member moving to their next message; `coalesced` servers flush every {} ms. At the end the server is killed (SIGKILL) under load; `lost` are acknowledged moves its database does not have, `oldest lost` the age of the oldest of them at the kill. PostgreSQL's statistics of `chat_members` and `inbox` and of the database are read before the load and after the killed server's sessions ended. {} rounds, cells alternating.\n\n",
+        "# markers: read markers at a steady rate on one chat\n\n{}\n\nOne server per cell, a chat of {} members and {} messages from its creator; `POST /v1/chats/{{id}}/read` at {} per second for {} (open model, at most {} in flight), each by a random member moving to their next message; `coalesced` servers flush, and `log` servers compact their log, every {} ms. A `log` server's marker is the newer of the member row's and the log's, as its reads take it. At the end the server is killed (SIGKILL) under load; `lost` are acknowledged moves its database does not have, `oldest lost` the age of the oldest of them at the kill. PostgreSQL's statistics of `chat_members` and `inbox` and of the database are read before the load and after the killed server's sessions ended. {} rounds, cells alternating.\n\n",
         machine_note(),
         args.members,
         args.messages,
@@ -260,26 +267,34 @@ fn errors(failed: &BTreeMap<u16, u64>) -> String {
 /// The figures of `cells`, one row each.
 fn table(cells: &[Cell]) -> String {
     let mut table = String::from(
-        "| mode | fanout | round | moves/s answered | dropped | errors | cut by the kill | p50 ms | p99 ms | max ms | member-row writes/s | moves per member-row write | UPDATE statements/s | markers per flush | HOT % | dead tuples added | inbox rows flagged/s | deadlocks | rollbacks | staleness p99 ms | lost | members with a loss | oldest lost ms |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| mode | fanout | round | moves/s answered | dropped | errors | cut by the kill | p50 ms | p99 ms | max ms | member-row writes/s | moves per member-row write | UPDATE statements/s | markers per flush | log INSERTs/s | HOT % | dead tuples added | inbox rows flagged/s | deadlocks | rollbacks | staleness p99 ms | lost | members with a loss | oldest lost ms |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for c in cells {
         let secs = c.seconds.max(1e-9);
         let (updates, hot) = (c.db.member_updates, c.db.member_hot_updates);
-        // Direct: one statement per row; coalesced: one per flush.
+        // Direct: one statement per row; log and coalesced: one per
+        // compaction or flush.
         let statements = match c.mode {
             ReadMarkerMode::Direct => updates as f64,
-            ReadMarkerMode::Coalesced => c.flushes,
+            ReadMarkerMode::Log | ReadMarkerMode::Coalesced => c.flushes,
         };
+        // With log, reads see a move at once (they read the log too), so
+        // no reader sees a stale marker; per flush: member rows moved per
+        // compaction.
         let (staleness, per_flush) = match c.mode {
             ReadMarkerMode::Direct => ("-".to_owned(), "-".to_owned()),
+            ReadMarkerMode::Log => (
+                "0".to_owned(),
+                format!("{:.0}", c.flushed / c.flushes.max(1.0)),
+            ),
             ReadMarkerMode::Coalesced => (
                 format!("{:.0}", c.staleness_p99_ms),
                 format!("{:.0}", c.flushed / c.flushes.max(1.0)),
             ),
         };
         table.push_str(&format!(
-            "| {} | {} | {} | {:.0} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.0} | {:.1} | {:.1} | {} | {:.0} | {} | {:.0} | {} | {} | {} | {} | {} | {:.0} |\n",
+            "| {} | {} | {} | {:.0} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.0} | {:.1} | {:.1} | {} | {:.0} | {:.0} | {} | {:.0} | {} | {} | {} | {} | {} | {:.0} |\n",
             c.mode,
             c.fanout,
             c.round + 1,
@@ -294,6 +309,7 @@ fn table(cells: &[Cell]) -> String {
             c.ok as f64 / (updates.max(1) as f64),
             statements / secs,
             per_flush,
+            c.db.log_inserts as f64 / secs,
             if updates > 0 { 100.0 * hot as f64 / updates as f64 } else { 0.0 },
             c.db.member_dead,
             c.db.inbox_updates as f64 / secs,
@@ -361,6 +377,7 @@ async fn run_cell(
             member_hot_updates: after.member_hot_updates - before.member_hot_updates,
             member_dead: after.member_dead - before.member_dead,
             inbox_updates: after.inbox_updates - before.inbox_updates,
+            log_inserts: after.log_inserts - before.log_inserts,
             deadlocks: after.deadlocks - before.deadlocks,
             rollbacks: after.rollbacks - before.rollbacks,
         },

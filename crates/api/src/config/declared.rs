@@ -408,7 +408,9 @@ pub struct DeclaredSettings {
     pub message_fanout: MessageFanout,
 
     /// `direct`: `POST /v1/chats/{id}/read` updates the member row (and with `inbox` the reader's
-    /// read flags) at once; `coalesced`: moves are held per instance and written every
+    /// read flags) at once; `log`: each move is one INSERT into an append-only log, folded into
+    /// the member rows every READ_MARKER_FLUSH_MS by a compaction, reads taking the newer of both
+    /// (a crash loses nothing); `coalesced`: moves are held per instance and written every
     /// READ_MARKER_FLUSH_MS as one UPDATE, the newest per member (a crash loses at most one window)
     #[arg(
         long,
@@ -420,7 +422,8 @@ pub struct DeclaredSettings {
     pub read_marker_mode: ReadMarkerMode,
 
     /// With READ_MARKER_MODE=coalesced, how often the held read markers are written (ms, 10 to
-    /// 60000): how stale a marker may be in the database, and at most what a crash loses
+    /// 60000): how stale a marker may be in the database, and at most what a crash loses; with
+    /// `log`, how often the log is compacted into the member rows
     #[arg(
         long,
         global = true,

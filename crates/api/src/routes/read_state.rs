@@ -23,7 +23,8 @@ use crate::state::AppState;
 /// `READ_MARKER_MODE=coalesced` the move is held by this instance and
 /// written by its next flush (within `READ_MARKER_FLUSH_MS`): the answer
 /// and this instance's `GET /v1/me/chats/{id}` count from it at once, the
-/// chat list and other instances once it is written.
+/// chat list and other instances once it is written; with `log`, every
+/// read on every instance counts from it at once.
 #[utoipa::path(
     tag = "read state",
     request_body = MarkReadRequest,

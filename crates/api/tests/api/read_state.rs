@@ -263,3 +263,52 @@ async fn coalesced_markers_are_written_by_the_flush_and_at_shutdown() {
     slow.stop().await;
     until_stored(&app, chat, users[1], second).await;
 }
+
+/// `READ_MARKER_MODE=log`: the move is one log row, seen at once by
+/// another instance (here one in `direct` mode on the same database), and
+/// folded into the member row by the compaction.
+#[tokio::test]
+async fn logged_markers_are_read_at_once_everywhere_and_compacted() {
+    let app = spawn_app_with(&[
+        ("READ_MARKER_MODE", "log"),
+        ("READ_MARKER_FLUSH_MS", "60000"),
+    ])
+    .await;
+    let users = app.bulk_users(2).await;
+    let chat = app.create_chat_ok(users[0], &users[1..]).await;
+    let first = send_id(&app, chat, users[0], "one").await;
+    let second = send_id(&app, chat, users[0], "two").await;
+    let resp = mark(&app, users[1], chat, &json!(first)).await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    let state: Value = resp.json().await.unwrap();
+    assert_eq!(
+        (&state["read_up_to"], &state["unread_count"]),
+        (&json!(first), &json!(1))
+    );
+    // Its first compaction ran at startup, before the move: the member
+    // row has nothing yet, and another instance reads the log.
+    assert_eq!(stored_marker(&app, chat, users[1]).await, None);
+    let other = spawn_on_shared(app.db.clone(), &[("READ_MARKER_FLUSH_MS", "100")]).await;
+    let seen: Value = other
+        .get_as(users[1], &format!("/v1/me/chats/{chat}"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (&seen["read_up_to"], &seen["unread_count"]),
+        (&json!(first), &json!(1))
+    );
+    let resp = mark(&app, users[1], chat, &json!(second)).await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    // A compaction at the stop folds both moves into the member row.
+    app.stop().await;
+    assert_eq!(stored_marker(&other, chat, users[1]).await, Some(second));
+    let listed: Value = other
+        .get_as(users[1], "/v1/me/chats")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["items"][0]["unread_count"], json!(0), "{listed}");
+}

@@ -11,6 +11,7 @@ mod insert_members_unnest;
 mod insert_messages_unnest;
 mod insert_outbox_row;
 mod insert_talk_if_member;
+mod read_marker_log;
 mod read_state;
 mod transaction_control;
 mod viewer_is_member;
@@ -22,6 +23,7 @@ pub use insert_members_unnest::InsertMembersUnnest;
 pub use insert_messages_unnest::InsertMessagesUnnest;
 pub use insert_outbox_row::{InsertOutboxRow, RELAY_LOCK_CLASS, WRITER_LOCK_CLASS, lock_key};
 pub use insert_talk_if_member::{InsertTalkIfMember, InsertTalkIfMemberLockingChat};
+pub use read_marker_log::{AppendReadMarker, CompactReadMarkerLog, Compacted};
 pub use read_state::{
     FLUSH_LOCK_CLASS, FlagInboxRead, FlushReadMarkers, MarkerColumns, MoveReadMarker, MyChatRow,
     MyChatsPage, ReadStateOf,

@@ -14,6 +14,8 @@ use diesel::query_builder::{AstPass, Query, QueryFragment, QueryId};
 use diesel::sql_types::{Array, BigInt, Integer, Nullable, Text, Timestamptz, Uuid as SqlUuid};
 use uuid::Uuid;
 
+use super::read_marker_log::push_newest_logged;
+
 /// `UPDATE chat_members SET read_up_to = $3 WHERE chat_id = $1 AND user_id
 ///  = $2 AND (read_up_to IS NULL OR read_up_to < $3) AND EXISTS (SELECT 1
 ///  FROM messages WHERE id = $3 AND chat_id = $1)`: moves a member's marker
@@ -144,9 +146,12 @@ fn push_unread<'b>(out: &mut AstPass<'_, 'b, Pg>, inbox: bool, user: &'b Uuid) -
 }
 
 /// `SELECT p.read_up_to, <unread count> FROM (SELECT chat_id, joined_at,
-///  GREATEST(read_up_to, $3) AS read_up_to FROM chat_members WHERE chat_id
-///  = $1 AND user_id = $2) p`: one member's read state of one chat, no row
-/// for a non-member. `INBOX` picks where the count comes from; each is its
+///  GREATEST(read_up_to, $3, <newest logged>) AS read_up_to FROM
+///  chat_members WHERE chat_id = $1 AND user_id = $2) p`: one member's read
+/// state of one chat, no row for a non-member. The marker is the newest of
+/// the member row's, one held by this instance and one in the log not yet
+/// compacted (`READ_MARKER_MODE=log`; in the other modes the log is empty
+/// and the probe finds nothing). `INBOX` picks where the count comes from; each is its
 /// own cached statement.
 #[derive(Debug, Clone, Copy)]
 pub struct ReadStateOf<const INBOX: bool> {
@@ -177,6 +182,8 @@ impl<const INBOX: bool> QueryFragment<Pg> for ReadStateOf<INBOX> {
         push_unread(&mut out, INBOX, &self.user_id)?;
         out.push_sql(" FROM (SELECT chat_id, joined_at, GREATEST(read_up_to, ");
         out.push_bind_param::<Nullable<SqlUuid>, _>(&self.floor)?;
+        out.push_sql(", ");
+        push_newest_logged(&mut out, "chat_members");
         out.push_sql(") AS read_up_to FROM chat_members WHERE chat_id = ");
         out.push_bind_param::<SqlUuid, _>(&self.chat_id)?;
         out.push_sql(" AND user_id = ");
@@ -208,7 +215,8 @@ pub type MyChatRow = (
 ///
 /// ```sql
 /// SELECT p.*, <unread count> FROM (
-///   SELECT c.id AS chat_id, c.name, cm.joined_at, cm.read_up_to, lm.*
+///   SELECT c.id AS chat_id, c.name, cm.joined_at,
+///     GREATEST(cm.read_up_to, <newest logged>) AS read_up_to, lm.*
 ///   FROM chat_members cm JOIN chats c ON c.id = cm.chat_id
 ///   CROSS JOIN LATERAL (SELECT id, sender_id, kind, body, created_at
 ///     FROM messages WHERE chat_id = cm.chat_id ORDER BY id DESC LIMIT 1) lm
@@ -255,7 +263,11 @@ impl<const INBOX: bool> QueryFragment<Pg> for MyChatsPage<INBOX> {
         );
         push_unread(&mut out, INBOX, &self.user_id)?;
         out.push_sql(
-            " FROM (SELECT c.id AS chat_id, c.name, cm.joined_at, cm.read_up_to, \
+            " FROM (SELECT c.id AS chat_id, c.name, cm.joined_at, GREATEST(cm.read_up_to, ",
+        );
+        push_newest_logged(&mut out, "cm");
+        out.push_sql(
+            ") AS read_up_to, \
              lm.id AS last_id, lm.sender_id, lm.kind, lm.body, lm.created_at \
              FROM chat_members cm JOIN chats c ON c.id = cm.chat_id \
              CROSS JOIN LATERAL (SELECT m.id, m.sender_id, m.kind, m.body, m.created_at \

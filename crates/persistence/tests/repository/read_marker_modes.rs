@@ -1,7 +1,9 @@
-//! `READ_MARKER_MODE=coalesced`: a move is checked and answered at once,
-//! held in memory, and written by the next flush, one statement for every
-//! member who moved; it never moves a marker back, and a refused move
-//! holds nothing.
+//! `READ_MARKER_MODE=coalesced` and `log`: a move is checked and answered
+//! at once; `coalesced` holds it in memory and writes it by the next flush,
+//! one statement for every member who moved; `log` appends it, every store
+//! reads through the log at once, and one compaction folds it into the
+//! member rows. Neither moves a marker back, and a refused move holds or
+//! logs nothing.
 
 use diesel::prelude::*;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
@@ -11,8 +13,8 @@ use chatlab_domain::{
     ChatId, Entity, InsertStrategy, MarkRead, MessageFanout, MessageId, PublishMode,
     ReadMarkerMode, RepositoryError, UserId,
 };
-use chatlab_persistence::schema::{chat_members, inbox};
-use chatlab_persistence::{MarkerFlusher, SendRoute, SessionSettings};
+use chatlab_persistence::schema::{chat_members, inbox, read_marker_log};
+use chatlab_persistence::{MarkerFlusher, PgStore, SendRoute, SessionSettings};
 
 use crate::support::{command, fixture, message, seed_users};
 
@@ -36,20 +38,13 @@ async fn flags(conn: &mut AsyncPgConnection, user: UserId) -> Vec<bool> {
         .unwrap()
 }
 
-#[tokio::test]
-async fn coalesced_moves_are_answered_at_once_and_written_by_one_flush() {
-    let f = fixture().await;
-    let store = f.store.clone().with_read_markers(ReadMarkerMode::Coalesced);
-    let mut flusher = MarkerFlusher::new(
-        f.db.url().to_owned().into(),
-        &SessionSettings::default(),
-        store.read_markers().clone(),
-    );
-    let users = seed_users(&store, 4).await;
-    let (owner, first, second, outsider) = (users[0], users[1], users[2], users[3]);
+/// Four users; a chat of the first three, created by the first, with
+/// three messages from its creator written with inbox rows.
+async fn chat_of_three(store: &PgStore) -> (Vec<UserId>, ChatId, Vec<MessageId>) {
+    let users = seed_users(store, 4).await;
     let chat = store
         .create_chat(
-            command("room", owner, &[first, second]),
+            command("room", users[0], &[users[1], users[2]]),
             InsertStrategy::Batch,
             PublishMode::Off,
         )
@@ -63,13 +58,27 @@ async fn coalesced_moves_are_answered_at_once_and_written_by_one_flush() {
             strategy: InsertStrategy::Batch,
         };
         let fresh = store
-            .send_message_routed(message(chat.id, owner, &format!("m{i}")), route, None)
+            .send_message_routed(message(chat.id, users[0], &format!("m{i}")), route, None)
             .await
             .unwrap();
         sent.push(fresh.fresh().unwrap().id);
     }
+    (users, chat.id, sent)
+}
+
+#[tokio::test]
+async fn coalesced_moves_are_answered_at_once_and_written_by_one_flush() {
+    let f = fixture().await;
+    let store = f.store.clone().with_read_markers(ReadMarkerMode::Coalesced);
+    let mut flusher = MarkerFlusher::new(
+        f.db.url().to_owned().into(),
+        &SessionSettings::default(),
+        store.read_markers().clone(),
+    );
+    let (users, chat, sent) = chat_of_three(&store).await;
+    let (first, second, outsider) = (users[1], users[2], users[3]);
     let mark = |reader: UserId, up_to: MessageId| MarkRead {
-        chat_id: chat.id,
+        chat_id: chat,
         reader,
         up_to,
     };
@@ -118,23 +127,20 @@ async fn coalesced_moves_are_answered_at_once_and_written_by_one_flush() {
 
     // Nothing written yet; this instance's reads see the held marker.
     let mut conn = f.db.connect().await;
-    assert_eq!(marker(&mut conn, chat.id, first).await, None);
+    assert_eq!(marker(&mut conn, chat, first).await, None);
     assert_eq!(flags(&mut conn, first).await, [false, false, false]);
-    let read = store
-        .read_state(chat.id, first, inbox_fanout)
-        .await
-        .unwrap();
+    let read = store.read_state(chat, first, inbox_fanout).await.unwrap();
     assert_eq!((read.read_up_to, read.unread_count), (Some(sent[2]), 0));
 
     // One flush writes both members and their read flags.
     assert_eq!(flusher.flush().await.unwrap(), 2);
     assert_eq!(store.read_markers().held(), 0);
     assert_eq!(
-        marker(&mut conn, chat.id, first).await,
+        marker(&mut conn, chat, first).await,
         Some(sent[2].as_uuid())
     );
     assert_eq!(
-        marker(&mut conn, chat.id, second).await,
+        marker(&mut conn, chat, second).await,
         Some(sent[1].as_uuid())
     );
     assert_eq!(flags(&mut conn, first).await, [true, true, true]);
@@ -164,7 +170,137 @@ async fn coalesced_moves_are_answered_at_once_and_written_by_one_flush() {
     assert_eq!((state.read_up_to, state.unread_count), (Some(sent[2]), 0));
     assert_eq!(flusher.flush().await.unwrap(), 1);
     assert_eq!(
-        marker(&mut conn, chat.id, second).await,
+        marker(&mut conn, chat, second).await,
         Some(sent[2].as_uuid())
     );
+}
+
+async fn logged(conn: &mut AsyncPgConnection, chat: ChatId) -> i64 {
+    read_marker_log::table
+        .filter(read_marker_log::chat_id.eq(chat.as_uuid()))
+        .count()
+        .get_result(conn)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn log_moves_are_seen_at_once_and_folded_by_one_compaction() {
+    let f = fixture().await;
+    let store = f.store.clone().with_read_markers(ReadMarkerMode::Log);
+    let mut compactor = MarkerFlusher::new(
+        f.db.url().to_owned().into(),
+        &SessionSettings::default(),
+        store.read_markers().clone(),
+    );
+    let (users, chat, sent) = chat_of_three(&store).await;
+    let (first, second, outsider) = (users[1], users[2], users[3]);
+    let mark = |reader: UserId, up_to: MessageId| MarkRead {
+        chat_id: chat,
+        reader,
+        up_to,
+    };
+    let inbox_fanout = MessageFanout::Inbox;
+    // Answered from the log at once, forward only.
+    for (up_to, expected) in [(0, (0, 2)), (2, (2, 0)), (1, (2, 0))] {
+        let state = store
+            .mark_read(mark(first, sent[up_to]), inbox_fanout)
+            .await
+            .unwrap();
+        assert_eq!(
+            (state.read_up_to, state.unread_count),
+            (Some(sent[expected.0]), expected.1),
+            "first reader to message {up_to}"
+        );
+    }
+    store
+        .mark_read(mark(second, sent[1]), inbox_fanout)
+        .await
+        .unwrap();
+    // Refused moves log nothing.
+    let stranger = store
+        .mark_read(mark(outsider, sent[2]), inbox_fanout)
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        stranger,
+        RepositoryError::NotFound {
+            entity: Entity::Chat,
+            ..
+        }
+    ));
+    let foreign = store
+        .mark_read(mark(first, MessageId::generate()), inbox_fanout)
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        foreign,
+        RepositoryError::NotFound {
+            entity: Entity::Message,
+            ..
+        }
+    ));
+
+    // The member rows are untouched; every move is a log row, and every
+    // store (another instance's, or one in another mode) reads through it.
+    let mut conn = f.db.connect().await;
+    assert_eq!(marker(&mut conn, chat, first).await, None);
+    assert_eq!(
+        logged(&mut conn, chat).await,
+        4,
+        "three moves of one, one of another"
+    );
+    let elsewhere = f
+        .store
+        .read_state(chat, first, MessageFanout::None)
+        .await
+        .unwrap();
+    assert_eq!(
+        (elsewhere.read_up_to, elsewhere.unread_count),
+        (Some(sent[2]), 0)
+    );
+    let page = f
+        .store
+        .my_chats(
+            second,
+            chatlab_domain::PageRequest::new(None, None).unwrap(),
+            inbox_fanout,
+        )
+        .await
+        .unwrap();
+    assert_eq!(page.items[0].read.read_up_to, Some(sent[1]));
+    assert_eq!(page.items[0].read.unread_count, 1);
+
+    // One compaction folds both members, flags their rows, empties the log.
+    assert_eq!(compactor.flush().await.unwrap(), 2);
+    assert_eq!(logged(&mut conn, chat).await, 0);
+    assert_eq!(
+        marker(&mut conn, chat, first).await,
+        Some(sent[2].as_uuid())
+    );
+    assert_eq!(
+        marker(&mut conn, chat, second).await,
+        Some(sent[1].as_uuid())
+    );
+    assert_eq!(flags(&mut conn, first).await, [true, true, true]);
+    assert_eq!(flags(&mut conn, second).await, [true, true, false]);
+    assert_eq!(compactor.flush().await.unwrap(), 0, "nothing left");
+    let metrics = store.read_markers().metrics();
+    assert_eq!(
+        (
+            metrics.compacted.get(),
+            metrics.flushes.get(),
+            metrics.flushed.get()
+        ),
+        (4, 1, 2),
+        "four log rows, one compaction moving two members"
+    );
+
+    // A move behind the member row logs nothing and answers the row's.
+    let state = store
+        .mark_read(mark(first, sent[0]), inbox_fanout)
+        .await
+        .unwrap();
+    assert_eq!((state.read_up_to, state.unread_count), (Some(sent[2]), 0));
+    assert_eq!(logged(&mut conn, chat).await, 0);
 }
