@@ -125,7 +125,9 @@ impl AuditSource {
                 unreadable += 1;
                 continue;
             };
-            if event.occurred_at < since || event.occurred_at >= until {
+            // A read marker's move announces no write to match.
+            if event.occurred_at < since || event.occurred_at >= until || !event.announces_a_write()
+            {
                 continue;
             }
             match event.publish_mode.parse() {

@@ -122,6 +122,22 @@ pub enum EventPayload {
         /// The new owner.
         owner_id: Uuid,
     },
+    /// A member's read marker moved: for that member's own connections
+    /// only (their other devices), never the chat's other members. It
+    /// announces no row (a move may be held or logged, not yet on the
+    /// member row) and is published best-effort after the answer, so the
+    /// audit of writes and their events leaves it out.
+    #[serde(rename = "chat.read")]
+    ReadMarkerMoved {
+        /// The chat.
+        chat_id: Uuid,
+        /// The reader.
+        user_id: Uuid,
+        /// The newest message the reader has read.
+        read_up_to: Uuid,
+        /// The reader's unread count after the move.
+        unread_count: i64,
+    },
 }
 
 impl Event {
@@ -198,6 +214,27 @@ impl Event {
         )
     }
 
+    /// The `chat.read` event of a marker move: `reader`'s state of the
+    /// chat after it.
+    pub fn read_marker_moved(
+        chat_id: Uuid,
+        reader: Uuid,
+        read_up_to: Uuid,
+        unread_count: i64,
+        mode: PublishMode,
+    ) -> Self {
+        Self::new(
+            Utc::now(),
+            mode,
+            EventPayload::ReadMarkerMoved {
+                chat_id,
+                user_id: reader,
+                read_up_to,
+                unread_count,
+            },
+        )
+    }
+
     fn new(occurred_at: DateTime<Utc>, mode: PublishMode, payload: EventPayload) -> Self {
         Self {
             event_id: Uuid::now_v7(),
@@ -223,6 +260,7 @@ impl Event {
             EventPayload::MembersAdded { .. } => "members.added",
             EventPayload::MemberRemoved { .. } => "member.removed",
             EventPayload::OwnerChanged { .. } => "chat.owner_changed",
+            EventPayload::ReadMarkerMoved { .. } => "chat.read",
         }
     }
 
@@ -233,16 +271,34 @@ impl Event {
             | EventPayload::MessageSent { chat_id, .. }
             | EventPayload::MembersAdded { chat_id, .. }
             | EventPayload::MemberRemoved { chat_id, .. }
-            | EventPayload::OwnerChanged { chat_id, .. } => chat_id,
+            | EventPayload::OwnerChanged { chat_id, .. }
+            | EventPayload::ReadMarkerMoved { chat_id, .. } => chat_id,
         }
+    }
+
+    /// The one user the event is for, when it is not for every member of
+    /// its chat: the reader of a `chat.read`.
+    pub fn only_for(&self) -> Option<Uuid> {
+        match self.payload {
+            EventPayload::ReadMarkerMoved { user_id, .. } => Some(user_id),
+            _ => None,
+        }
+    }
+
+    /// Whether the event announces a committed write (a row the audit
+    /// matches it with): every type but `chat.read`.
+    pub fn announces_a_write(&self) -> bool {
+        !matches!(self.payload, EventPayload::ReadMarkerMoved { .. })
     }
 
     /// The row the event announces: the chat for `chat.created`, the
     /// message for `message.sent`, the `membership` message for the
-    /// membership events.
+    /// membership events; for `chat.read`, which announces none, the
+    /// event itself.
     pub fn subject_id(&self) -> Uuid {
         match self.payload {
             EventPayload::ChatCreated { chat_id, .. } => chat_id,
+            EventPayload::ReadMarkerMoved { .. } => self.event_id,
             EventPayload::MessageSent { message_id, .. }
             | EventPayload::MembersAdded { message_id, .. }
             | EventPayload::MemberRemoved { message_id, .. }
@@ -358,6 +414,21 @@ mod tests {
         assert_eq!(Event::from_json(event.to_json().as_bytes()).unwrap(), event);
         assert_eq!(event.key(), command.chat_id.to_string());
         assert_eq!(event.subject_id(), command.chat_id.as_uuid());
+    }
+
+    #[test]
+    fn a_read_event_is_for_its_reader_and_announces_no_write() {
+        let (chat, reader, up_to) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
+        let event = Event::read_marker_moved(chat, reader, up_to, 3, PublishMode::AfterCommit);
+        let json: serde_json::Value = serde_json::from_str(&event.to_json()).unwrap();
+        assert_eq!(json["type"], "chat.read");
+        assert_eq!(json["user_id"], reader.to_string());
+        assert_eq!(json["read_up_to"], up_to.to_string());
+        assert_eq!(json["unread_count"], 3);
+        assert_eq!(Event::from_json(event.to_json().as_bytes()).unwrap(), event);
+        assert_eq!((event.chat_id(), event.only_for()), (chat, Some(reader)));
+        assert!(!event.announces_a_write());
+        assert_eq!(event.subject_id(), event.event_id);
     }
 
     #[test]

@@ -13,8 +13,8 @@ use tracing::instrument;
 use uuid::Uuid;
 
 use chatlab_domain::{
-    ChatId, ChatSummary, Entity, MarkRead, Message, MessageFanout, MessageId, MessageKind, Page,
-    PageRequest, ReadMarkerMode, ReadState, RepositoryError, UserId,
+    ChatId, ChatSummary, Entity, Event, MarkRead, Message, MessageFanout, MessageId, MessageKind,
+    Page, PageRequest, PublishMode, ReadMarkerMode, ReadState, RepositoryError, UserId,
 };
 
 use crate::error_mapping::query_err;
@@ -270,6 +270,33 @@ impl PgStore {
                     })
                     .await
             }
+        }
+    }
+
+    /// Tells the reader's live connections on every instance (their other
+    /// devices) where their marker is after a move: a `chat.read` event,
+    /// for the reader alone, handed to the producer's queue after the
+    /// answer, whatever the publish mode but `off` (which publishes
+    /// nothing). Best-effort, as the frame it becomes: not in any
+    /// transaction nor the outbox, so a broker that refuses it costs the
+    /// move nothing, and a client that missed it reads its state again.
+    pub fn announce_read(&self, reader: UserId, read: &ReadState, mode: PublishMode) {
+        let Some(up_to) = read.read_up_to else {
+            return;
+        };
+        if mode == PublishMode::Off {
+            return;
+        }
+        let event = Event::read_marker_moved(
+            read.chat_id.as_uuid(),
+            reader.as_uuid(),
+            up_to.as_uuid(),
+            read.unread_count,
+            mode,
+        );
+        if let Err(e) = self.publisher().enqueue(&event, mode) {
+            tracing::debug!(chat_id = %read.chat_id, error = %e,
+                "chat.read not enqueued; the reader's other connections see the marker when they next read it");
         }
     }
 

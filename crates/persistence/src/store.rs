@@ -98,6 +98,11 @@ impl PgStore {
         }
     }
 
+    /// The event publisher.
+    pub(crate) fn publisher(&self) -> &Arc<dyn EventPublisher> {
+        &self.publisher
+    }
+
     /// How read markers are written, and those held for the next flush.
     pub fn read_markers(&self) -> &Arc<ReadMarkers> {
         &self.read_markers

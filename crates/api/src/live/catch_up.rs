@@ -111,7 +111,8 @@ pub async fn read(
 /// offset): those of the chats it was a member of at each event, where who
 /// was a member when the range started follows from who is one now
 /// (`chats_now`) and the membership events in the range
-/// ([`Membership`]). Each frame's id is the cursor after it.
+/// ([`Membership`]); an event for one user (a read marker's move) only if
+/// it is `user`'s. Each frame's id is the cursor after it.
 pub fn frames_for(
     user: Uuid,
     events: &[TailedEvent],
@@ -127,7 +128,8 @@ pub fn frames_for(
     for tailed in events {
         cursor.advance(tailed.partition, tailed.offset + 1);
         let change = change_of(user, &tailed.event.payload);
-        if membership.step(tailed.event.chat_id(), change) {
+        let addressed = tailed.event.only_for().is_none_or(|u| u == user);
+        if membership.step(tailed.event.chat_id(), change) && addressed {
             frames.push(Frame::of(&tailed.event, &cursor));
         }
     }
@@ -157,6 +159,10 @@ mod tests {
             ),
             PublishMode::Outbox,
         )
+    }
+
+    fn read(chat: Uuid, reader: Uuid) -> Event {
+        Event::read_marker_moved(chat, reader, Uuid::now_v7(), 0, PublishMode::Outbox)
     }
 
     fn addition(chat: Uuid, owner: Uuid, user: Uuid) -> Event {
@@ -190,17 +196,20 @@ mod tests {
             at(addition(joined, Uuid::now_v7(), bob), 10),
             at(message(joined), 11),
             at(message(foreign), 12),
+            // Bob's own marker move is his; another member's is not.
+            at(read(kept, bob), 13),
+            at(read(kept, Uuid::now_v7()), 14),
         ];
         // Now bob is in `kept` and `joined`, no longer in `left`.
         let now: HashSet<Uuid> = [kept, joined].into_iter().collect();
         let frames = frames_for(bob, &events, &now, &Cursor::parse("0:5").unwrap());
         let given: Vec<Uuid> = frames.iter().map(|f| f.event_id).collect();
-        let expected: Vec<Uuid> = [0, 1, 2, 5, 6]
+        let expected: Vec<Uuid> = [0, 1, 2, 5, 6, 8]
             .iter()
             .map(|&i| events[i].event.event_id)
             .collect();
         assert_eq!(given, expected);
-        let last = std::str::from_utf8(&frames[4].text).unwrap();
-        assert!(last.starts_with("id: 0:12\n"), "{last}");
+        let last = std::str::from_utf8(&frames[5].text).unwrap();
+        assert!(last.starts_with("id: 0:14\n"), "{last}");
     }
 }

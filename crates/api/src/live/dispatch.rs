@@ -70,6 +70,7 @@ async fn joined(hub: &Hub, store: &PgStore, payload: &EventPayload) -> Vec<Uuid>
         EventPayload::MembersAdded { user_ids, .. } => hub.connected_among(user_ids),
         EventPayload::MessageSent { .. }
         | EventPayload::MemberRemoved { .. }
-        | EventPayload::OwnerChanged { .. } => Vec::new(),
+        | EventPayload::OwnerChanged { .. }
+        | EventPayload::ReadMarkerMoved { .. } => Vec::new(),
     }
 }

@@ -424,10 +424,17 @@ impl Hub {
             ..
         } = &mut *s;
         let at = (partition, offset);
+        // An event for one user (a read marker's move) reaches only that
+        // user's connections.
+        let only_for = event.only_for();
+        let addressed = |c: &Connection| only_for.is_none_or(|u| u == c.user);
         for id in loading.iter() {
             let Some(c) = connections.get_mut(id) else {
                 continue;
             };
+            if !addressed(c) {
+                continue;
+            }
             let change = if joined.contains(&c.user) {
                 Some(true)
             } else {
@@ -451,6 +458,9 @@ impl Hub {
             let Some(c) = connections.get_mut(&id) else {
                 continue;
             };
+            if !addressed(c) {
+                continue;
+            }
             let Some(frame) = frame_for(c, position, event, at, &shared) else {
                 // Given on the connection this one resumes.
                 continue;
@@ -602,6 +612,20 @@ mod tests {
         let next = message(chat, ada);
         assert_eq!(fan(&hub, &next, &[bob]).delivered, 2);
         assert_eq!(b.frames.try_recv().unwrap().event_id, next.event_id);
+    }
+
+    #[test]
+    fn a_marker_move_reaches_the_readers_connections_only() {
+        let hub = Hub::default();
+        let (ada, bob, chat) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
+        let mut a = connect(&hub, ada, &[chat], 8, None);
+        let mut phone = connect(&hub, bob, &[chat], 8, None);
+        let mut laptop = connect(&hub, bob, &[chat], 8, None);
+        let read = Event::read_marker_moved(chat, bob, Uuid::now_v7(), 0, PublishMode::Outbox);
+        assert_eq!(fan(&hub, &read, &[]).delivered, 2);
+        assert_eq!(phone.frames.try_recv().unwrap().event_id, read.event_id);
+        assert_eq!(laptop.frames.try_recv().unwrap().event_id, read.event_id);
+        assert!(a.frames.try_recv().is_err(), "ada is not the reader");
     }
 
     #[test]

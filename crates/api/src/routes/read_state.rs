@@ -24,7 +24,9 @@ use crate::state::AppState;
 /// written by its next flush (within `READ_MARKER_FLUSH_MS`): the answer
 /// and this instance's `GET /v1/me/chats/{id}` count from it at once, the
 /// chat list and other instances once it is written; with `log`, every
-/// read on every instance counts from it at once.
+/// read on every instance counts from it at once. The caller's live
+/// connections (`GET /v1/events`, `/v1/ws`) receive the new marker and
+/// unread count as a `chat.read` frame.
 #[utoipa::path(
     tag = "read state",
     request_body = MarkReadRequest,
@@ -71,6 +73,9 @@ pub async fn mark_read(
             }])),
             e => e.into(),
         })?;
+    state
+        .store
+        .announce_read(caller.0, &read, state.writes.default_publish_mode);
     Ok(HttpResponse::Ok()
         .insert_header(fanout.header())
         .json(ReadStateResponse::from(read)))

@@ -235,6 +235,59 @@ async fn message_frames_carry_the_text_unless_the_writer_keeps_it_off_the_topic(
     assert_eq!(data["body_length"], 6);
 }
 
+/// A read marker's move reaches the reader's other connections, on any
+/// instance, as a `chat.read` frame with the marker and the unread count;
+/// the chat's other members get nothing of it.
+#[tokio::test]
+async fn a_marker_move_reaches_the_readers_other_connections_only() {
+    let (a, brokers, topic) = spawn_on_tansu().await;
+    let b = another_instance(&a, &brokers, &topic, &[]).await;
+    let users = a.bulk_users(2).await;
+    let (ada, bob) = (users[0], users[1]);
+    let chat = a.create_chat_ok(ada, &[bob]).await;
+    let mut bobs_phone = Subscriber::connect(&b, bob).await;
+    let mut adas = Subscriber::connect(&a, ada).await;
+    let path = format!("/v1/chats/{chat}/messages");
+    let first = post(&a, ada, &path, json!({ "body": "one" }), "after_commit").await;
+    post(&a, ada, &path, json!({ "body": "two" }), "after_commit").await;
+    let resp = a
+        .client
+        .post(a.url(&format!("/v1/chats/{chat}/read")))
+        .header("authorization", a.bearer(bob))
+        .json(&json!({ "up_to": first["id"] }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let last = post(&a, ada, &path, json!({ "body": "three" }), "after_commit").await;
+
+    let mut bob_got = Vec::new();
+    while bob_got.len() < 4 {
+        bob_got.push(bobs_phone.next_after_creation().await);
+    }
+    let read = bob_got
+        .iter()
+        .find(|(kind, _)| kind == "chat.read")
+        .unwrap_or_else(|| panic!("no chat.read among {bob_got:?}"));
+    assert_eq!(read.1["chat_id"], json!(chat));
+    assert_eq!(read.1["user_id"], json!(bob));
+    assert_eq!(read.1["read_up_to"], first["id"]);
+    assert_eq!(read.1["unread_count"], 1);
+    // Ada's feed holds her three messages and nothing of Bob's marker
+    // (acknowledged before the move was answered, the move's event handed
+    // to the same producer before the third was written: one partition,
+    // in that order).
+    let mut ada_got = Vec::new();
+    while ada_got.len() < 3 {
+        ada_got.push(adas.next_after_creation().await);
+    }
+    assert!(
+        ada_got.iter().all(|(kind, _)| kind == "message.sent"),
+        "{ada_got:?}"
+    );
+    assert_eq!(ada_got[2].1["message_id"], last["id"]);
+}
+
 #[tokio::test]
 async fn removal_stops_delivery_and_an_addition_starts_it() {
     let (app, _brokers, _topic) = spawn_on_tansu().await;
