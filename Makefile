@@ -73,6 +73,7 @@ ifeq ($(QUICK),1)
   SYNCS_ARGS := --duration 2s --rounds 1 --seed-users 300
   FANOUT_ARGS := --members 10,50 --vus 4 --duration 1s --warmup 0s --rounds 1 --seed-users 300
   MARKERS_ARGS := --members 50 --messages 10 --rate 200 --duration 1s --rounds 1 --flush-ms 200
+  CROSSOVER_ARGS := --rows 10,1000 --duration 200ms --min-transactions 2 --rounds 1
 else
   DEMO_ARGS := --vus 20 --duration 6s --warmup 3s --rounds 3
   LOADTEST_ARGS := --vus 40 --duration 20s
@@ -98,6 +99,7 @@ else
   LAYOUT_RATES := single:500 unnest:400 pipeline:400 batch:400 per_row:100
   LAYOUT_IMBALANCE_ARGS := --vus 2,3,4,5,8,20 --duration 10s --warmup 3s --rounds 3
   SYNCS_ARGS := --duration 10s --rounds 3
+  CROSSOVER_ARGS := --duration 3s --rounds 3
   FANOUT_ARGS := --members 10,50,200,1000,5000 --vus 8 --duration 6s --warmup 2s --rounds 2
   MARKERS_ARGS := --members 1000 --messages 100 --rate 2000 --duration 10s --rounds 2 --flush-ms 500
 endif
@@ -140,7 +142,7 @@ RUNS ?= 50
 
 .PHONY: demo demo-plan loadtest loadtest-create loadtest-hold loadtest-seed001 loadtest-ramp bench-baseline \
         loadtest-crosscheck loadtest-pool loadtest-poolsize loadtest-driver loadtest-concurrency \
-        loadtest-tracing loadtest-layout loadtest-syncs loadtest-fanout loadtest-markers profile loadtest-delivery loadtest-delivery-broker-kill loadtest-smoke load-build load-db broker-check events-stress \
+        loadtest-tracing loadtest-layout loadtest-syncs loadtest-fanout loadtest-markers loadtest-crossover profile loadtest-delivery loadtest-delivery-broker-kill loadtest-smoke load-build load-db broker-check events-stress \
         fault-db fault-broker fault-server fault-cancel fault-retry fault-collector fault-slow-clients soak faults
 .PHONY: help run build release profiling-build test fuzz fmt fmt-check lint layering docs settings-docs schema-check deps-check \
         openapi docker-check k6-check db db-stop broker broker-stop ci clean-testdbs up down loadtest-docker dashboard-check
@@ -291,13 +293,16 @@ loadtest-fanout: load-build load-db ## sendMessage with inbox rows (one per reci
 loadtest-markers: load-build load-db ## Read markers at 2,000 moves/s on one chat of 1,000, per READ_MARKER_MODE and fan-out: p99, row writes, HOT updates, dead tuples, deadlocks, and what a SIGKILL loses
 	$(LOAD) markers --spawn 1 --database-url $(LOAD_DATABASE_URL) $(MARKERS_ARGS)
 
+loadtest-crossover: load-build load-db ## Where COPY beats INSERT: one message's inbox rows by binary COPY, unnest, multi-row INSERT and INSERT ... SELECT at 10 to 25,000 rows per transaction, straight to PostgreSQL
+	$(LOAD) crossover --database-url $(LOAD_DATABASE_URL) $(CROSSOVER_ARGS)
+
 profile: load-build load-db ## Where the server's CPU goes per createChat, by function (perf on the CPU clock), per pool layout: top entries to results/profile-*/
 	LOAD_DATABASE_URL=$(LOAD_DATABASE_URL) scripts/profile-server.sh
 
 loadtest-smoke: ## Every load target but the delivery ones (which need tansu) once, a few seconds each (CI)
 	$(MAKE) QUICK=1 demo loadtest loadtest-create loadtest-hold loadtest-seed001 loadtest-ramp bench-baseline loadtest-crosscheck \
 	    loadtest-pool loadtest-poolsize loadtest-driver loadtest-concurrency loadtest-tracing loadtest-layout loadtest-syncs \
-	    loadtest-fanout loadtest-markers
+	    loadtest-fanout loadtest-markers loadtest-crossover
 
 broker-check: load-build ## Does the broker keep what it acknowledges? tansu's memory and sqlite engines under pipelined produce
 	scripts/broker-check.sh $(BROKER_CHECK_ARGS)

@@ -48,7 +48,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::commands::{charts as redraw, crosscheck, docs, markers, matrix, pgbench, run, syncs};
+use crate::commands::{
+    charts as redraw, crosscheck, crossover, docs, markers, matrix, pgbench, run, syncs,
+};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -96,6 +98,11 @@ enum Command {
     /// fan-out: latency, PostgreSQL's row writes, HOT updates, dead tuples,
     /// deadlocks, and the acknowledged moves a SIGKILL loses.
     Markers(markers::MarkersArgs),
+    /// Where COPY starts to beat INSERT: one message's inbox rows per
+    /// transaction by binary COPY, unnest, multi-row INSERTs and the
+    /// server's own INSERT ... SELECT, on a grid of row counts, straight to
+    /// PostgreSQL, rounds interleaved.
+    Crossover(crossover::CrossoverArgs),
     /// Render the docs' tables of results from their committed runs, or
     /// (`--check`) fail when one is stale or a cited figure is not in its run.
     Docs(docs::DocsArgs),
@@ -115,6 +122,7 @@ async fn main() -> ExitCode {
         Command::Delivery(args) => delivery::run(args).await,
         Command::Syncs(args) => syncs::syncs(args).await,
         Command::Markers(args) => markers::markers(args).await,
+        Command::Crossover(args) => crossover::crossover(args).await,
         Command::Docs(args) => docs::docs(args),
     };
     match result {

@@ -4,6 +4,7 @@
 
 pub(crate) mod charts;
 pub(crate) mod crosscheck;
+pub(crate) mod crossover;
 pub(crate) mod docs;
 pub(crate) mod markers;
 pub(crate) mod matrix;
