@@ -109,6 +109,9 @@ LAYOUT_VARIANTS := --variant shared:DB_POOL_LAYOUT=shared --variant per_worker:D
 # Fan-out on write against fan-out on read (MESSAGE_FANOUT), one server of
 # each, restarted and alternated round by round.
 FANOUT_VARIANTS := --variant none:MESSAGE_FANOUT=none --variant inbox:MESSAGE_FANOUT=inbox
+# COPY against the INSERTs for inbox rows: the blocking driver (the only one
+# that can send COPY) for every strategy, so the driver is no variable.
+FANOUT_COPY_VARIANTS := --variant inbox-blocking:MESSAGE_FANOUT=inbox+DB_DRIVER=blocking
 # The cost of tracing: the server as it is, and exporting spans over OTLP at
 # 1% and 100% (parent-based ratio sampling), to chatlab-load's own OTLP/HTTP
 # sink (the `sink` placeholder). QUICK=1 also sends a traceparent on 5% of
@@ -142,7 +145,7 @@ RUNS ?= 50
 
 .PHONY: demo demo-plan loadtest loadtest-create loadtest-hold loadtest-seed001 loadtest-ramp bench-baseline \
         loadtest-crosscheck loadtest-pool loadtest-poolsize loadtest-driver loadtest-concurrency \
-        loadtest-tracing loadtest-layout loadtest-syncs loadtest-fanout loadtest-markers loadtest-crossover profile loadtest-delivery loadtest-delivery-broker-kill loadtest-smoke load-build load-db broker-check events-stress \
+        loadtest-tracing loadtest-layout loadtest-syncs loadtest-fanout loadtest-fanout-copy loadtest-markers loadtest-crossover profile loadtest-delivery loadtest-delivery-broker-kill loadtest-smoke load-build load-db broker-check events-stress \
         fault-db fault-broker fault-server fault-cancel fault-retry fault-collector fault-slow-clients soak faults
 .PHONY: help run build release profiling-build test fuzz fmt fmt-check lint layering docs settings-docs schema-check deps-check \
         openapi docker-check k6-check db db-stop broker broker-stop ci clean-testdbs up down loadtest-docker dashboard-check
@@ -290,6 +293,10 @@ loadtest-fanout: load-build load-db ## sendMessage with inbox rows (one per reci
 	$(LOAD) matrix --name fanout --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario send-message \
 	    --strategies per_row,batch,unnest,single,pipeline $(FANOUT_VARIANTS) $(FANOUT_ARGS)
 
+loadtest-fanout-copy: load-build load-db ## sendMessage's inbox rows by COPY against batch, unnest and single, per chat size, all on the blocking driver (the only one that can send COPY)
+	$(LOAD) matrix --name fanout-copy --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario send-message \
+	    --strategies batch,unnest,single,copy $(FANOUT_COPY_VARIANTS) $(FANOUT_ARGS)
+
 loadtest-markers: load-build load-db ## Read markers at 2,000 moves/s on one chat of 1,000, per READ_MARKER_MODE and fan-out: p99, row writes, HOT updates, dead tuples, deadlocks, and what a SIGKILL loses
 	$(LOAD) markers --spawn 1 --database-url $(LOAD_DATABASE_URL) $(MARKERS_ARGS)
 
@@ -302,7 +309,7 @@ profile: load-build load-db ## Where the server's CPU goes per createChat, by fu
 loadtest-smoke: ## Every load target but the delivery ones (which need tansu) once, a few seconds each (CI)
 	$(MAKE) QUICK=1 demo loadtest loadtest-create loadtest-hold loadtest-seed001 loadtest-ramp bench-baseline loadtest-crosscheck \
 	    loadtest-pool loadtest-poolsize loadtest-driver loadtest-concurrency loadtest-tracing loadtest-layout loadtest-syncs \
-	    loadtest-fanout loadtest-markers loadtest-crossover
+	    loadtest-fanout loadtest-fanout-copy loadtest-markers loadtest-crossover
 
 broker-check: load-build ## Does the broker keep what it acknowledges? tansu's memory and sqlite engines under pipelined produce
 	scripts/broker-check.sh $(BROKER_CHECK_ARGS)

@@ -51,9 +51,18 @@ pub struct BaselineSpec {
 }
 
 /// The pgbench script of one createChat with `members` (creator first).
+/// `copy` has none: a pgbench script cannot send COPY data (its direct
+/// baseline is `chatlab-load crossover`).
 pub fn script(strategy: InsertStrategy, members: &[Uuid]) -> Result<String, String> {
     let creator = members.first().ok_or("a chat needs at least its creator")?;
     match strategy {
+        InsertStrategy::Copy => {
+            return Err(
+                "copy has no pgbench baseline: a pgbench script cannot send COPY data \
+                 (see `chatlab-load crossover`)"
+                    .to_owned(),
+            );
+        }
         InsertStrategy::Single => return Ok(single_script(creator, members)),
         InsertStrategy::Pipeline => return Ok(pipeline_script(creator, members)),
         InsertStrategy::PerRow | InsertStrategy::Batch | InsertStrategy::Unnest => {}
@@ -84,7 +93,10 @@ pub fn script(strategy: InsertStrategy, members: &[Uuid]) -> Result<String, Stri
                 rows.join(", ")
             );
         }
-        InsertStrategy::Unnest | InsertStrategy::Single | InsertStrategy::Pipeline => {
+        InsertStrategy::Unnest
+        | InsertStrategy::Single
+        | InsertStrategy::Pipeline
+        | InsertStrategy::Copy => {
             let _ = writeln!(
                 s,
                 "INSERT INTO chat_members (chat_id, user_id, joined_at) \
@@ -149,7 +161,8 @@ pub fn protocol(strategy: InsertStrategy) -> &'static str {
         InsertStrategy::PerRow
         | InsertStrategy::Unnest
         | InsertStrategy::Single
-        | InsertStrategy::Pipeline => "prepared",
+        | InsertStrategy::Pipeline
+        | InsertStrategy::Copy => "prepared",
     }
 }
 

@@ -16,6 +16,7 @@ use actix_web::dev::Payload;
 use actix_web::{FromRequest, HttpRequest};
 
 use chatlab_domain::{InsertStrategy, MessageFanout, PublishMode};
+use chatlab_persistence::Driver;
 
 use crate::problem::ApiError;
 use crate::state::AppState;
@@ -82,10 +83,12 @@ impl FromRequest for ChosenStrategy {
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         ready(
-            choose(req, INSERT_STRATEGY_HEADER, |s| s.writes.default_strategy).map(|s| {
-                tracing::Span::current().record("chatlab.insert_strategy", s.as_str());
-                ChosenStrategy(s)
-            }),
+            choose(req, INSERT_STRATEGY_HEADER, |s| s.writes.default_strategy)
+                .and_then(|s| runnable(req, s))
+                .map(|s| {
+                    tracing::Span::current().record("chatlab.insert_strategy", s.as_str());
+                    ChosenStrategy(s)
+                }),
         )
     }
 }
@@ -102,6 +105,20 @@ impl FromRequest for ChosenPublishMode {
             }),
         )
     }
+}
+
+/// `strategy`, if this server's driver can run it: `copy` needs the
+/// blocking driver.
+fn runnable(req: &HttpRequest, strategy: InsertStrategy) -> Result<InsertStrategy, ApiError> {
+    let driver = crate::state::of(req)?.store.db().driver();
+    if strategy.needs_blocking_driver() && driver != Driver::Blocking {
+        return Err(ApiError::BadRequest(format!(
+            "{INSERT_STRATEGY_HEADER}: {strategy} needs a server with DB_DRIVER=blocking; \
+             this one runs the {} driver, and diesel-async has no COPY",
+            driver.as_str()
+        )));
+    }
+    Ok(strategy)
 }
 
 /// The header's value when overrides are allowed, else the server default.
@@ -149,6 +166,8 @@ pub enum StrategyName {
     Single,
     /// Every statement pipelined on one connection.
     Pipeline,
+    /// The rows by binary COPY (the blocking driver only).
+    Copy,
 }
 
 /// The values `X-Chatlab-Publish-Mode` takes, for the OpenAPI document.

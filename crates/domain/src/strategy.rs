@@ -33,17 +33,31 @@ pub enum InsertStrategy {
     /// there it sends the same statements one by one. Member inserts alone
     /// (import jobs) go as `unnest`.
     Pipeline,
+    /// The rows (members, inbox rows, an import chunk's messages) as one
+    /// binary `COPY ... FROM STDIN` inside the transaction, the chat row
+    /// and the system message as `unnest` writes them. Only the blocking
+    /// driver can send it (diesel's `PgConnection::copy_from`):
+    /// diesel-async 0.9 has no COPY and keeps its tokio-postgres client
+    /// private, so on the async driver the strategy is refused
+    /// ([`InsertStrategy::needs_blocking_driver`]).
+    Copy,
 }
 
 impl InsertStrategy {
     /// Every strategy, in a stable order.
-    pub const ALL: [InsertStrategy; 5] = [
+    pub const ALL: [InsertStrategy; 6] = [
         Self::PerRow,
         Self::Batch,
         Self::Unnest,
         Self::Single,
         Self::Pipeline,
+        Self::Copy,
     ];
+
+    /// Whether only the blocking driver can run it (`copy`).
+    pub const fn needs_blocking_driver(self) -> bool {
+        matches!(self, Self::Copy)
+    }
 
     /// The name used in env vars, headers, metrics labels and logs.
     pub const fn as_str(self) -> &'static str {
@@ -53,6 +67,7 @@ impl InsertStrategy {
             Self::Unnest => "unnest",
             Self::Single => "single",
             Self::Pipeline => "pipeline",
+            Self::Copy => "copy",
         }
     }
 }
@@ -65,7 +80,9 @@ impl fmt::Display for InsertStrategy {
 
 /// A strategy name that is not one of [`InsertStrategy::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown insert strategy {0:?}: expected one of per_row, batch, unnest, single, pipeline")]
+#[error(
+    "unknown insert strategy {0:?}: expected one of per_row, batch, unnest, single, pipeline, copy"
+)]
 pub struct UnknownStrategy(pub String);
 
 impl FromStr for InsertStrategy {
@@ -78,6 +95,7 @@ impl FromStr for InsertStrategy {
             "unnest" => Ok(Self::Unnest),
             "single" => Ok(Self::Single),
             "pipeline" => Ok(Self::Pipeline),
+            "copy" => Ok(Self::Copy),
             _ => Err(UnknownStrategy(s.to_owned())),
         }
     }

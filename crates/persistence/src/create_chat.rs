@@ -5,7 +5,7 @@
 //! boundary is visible in one place.
 
 use chrono::{DateTime, Utc};
-use diesel::QueryResult;
+use diesel::{ExecuteCopyFromDsl, QueryResult};
 use uuid::Uuid;
 
 use chatlab_domain::{CreateChat, InsertStrategy, MessageKind, PublishMode};
@@ -75,7 +75,10 @@ pub(crate) async fn create_chat_inner(
                 .await?;
             return Ok(pipeline_write(&pipelined));
         }
-        InsertStrategy::PerRow | InsertStrategy::Batch | InsertStrategy::Unnest => {}
+        InsertStrategy::PerRow
+        | InsertStrategy::Batch
+        | InsertStrategy::Unnest
+        | InsertStrategy::Copy => {}
     }
     let chat_id = command.chat_id.as_uuid();
     s.execute(diesel::insert_into(chats::table).values(chat_row(command, mode)))
@@ -231,6 +234,18 @@ pub(crate) async fn insert_members(
                     .await? as u64;
                 count.statements += 1;
             }
+        }
+        // The rows streamed in the COPY protocol: no parameters, no plan.
+        InsertStrategy::Copy => {
+            let rows: Vec<MemberRow> = user_ids.iter().copied().map(row).collect();
+            count.rows += s
+                .copy_in("chat_members", |c| {
+                    diesel::copy_from(chat_members::table)
+                        .from_insertable(rows)
+                        .execute(c)
+                })
+                .await? as u64;
+            count.statements += 1;
         }
         // Three bind parameters for any count: one cached statement. Member
         // rows alone (an import job) under `single` and `pipeline` go the

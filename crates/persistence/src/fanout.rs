@@ -2,14 +2,14 @@
 //! sender, written in the message's transaction by the insert strategy.
 //!
 //! The rows are the same whatever the strategy; what differs is how they
-//! travel. `per_row`, `batch` and `unnest` read the recipients first (one
-//! round trip) and send them back as N single-row INSERTs, multi-row
-//! INSERTs, or one `unnest` INSERT; `single` lets the server fan out (one
+//! travel. `per_row`, `batch`, `unnest` and `copy` read the recipients
+//! first (one round trip) and send them back as N single-row INSERTs,
+//! multi-row INSERTs, one `unnest` INSERT, or one binary COPY; `single` lets the server fan out (one
 //! `INSERT ... SELECT FROM chat_members`), and `pipeline` sends that
 //! statement in one flight with the message's.
 
-use diesel::QueryResult;
 use diesel::prelude::*;
+use diesel::{ExecuteCopyFromDsl, QueryResult};
 use uuid::Uuid;
 
 use chatlab_domain::{InsertStrategy, UserId, fanout::mentions};
@@ -24,9 +24,14 @@ use crate::session::{DbSession, Piped};
 /// Inbox rows per batch statement: 13,107 (five columns each).
 const INBOX_ROWS_PER_STATEMENT: usize = rows_per_statement(5);
 
-/// An `inbox` row.
+/// An `inbox` row (every field a value, none a DEFAULT, so a batch of them
+/// can go by COPY).
 #[derive(Debug, Clone, Copy, Insertable)]
-#[diesel(table_name = inbox, check_for_backend(diesel::pg::Pg))]
+#[diesel(
+    table_name = inbox,
+    check_for_backend(diesel::pg::Pg),
+    treat_none_as_default_value = false
+)]
 pub(crate) struct InboxRow {
     pub user_id: Uuid,
     pub chat_id: Uuid,
@@ -72,6 +77,19 @@ pub(crate) async fn write_inbox(
             for chunk in rows.chunks(INBOX_ROWS_PER_STATEMENT) {
                 count.rows += s
                     .execute(diesel::insert_into(inbox::table).values(chunk))
+                    .await? as u64;
+                count.statements += 1;
+            }
+        }
+        InsertStrategy::Copy => {
+            let rows: Vec<InboxRow> = recipients(s, message).await?.into_iter().map(row).collect();
+            if !rows.is_empty() {
+                count.rows += s
+                    .copy_in("inbox", |c| {
+                        diesel::copy_from(inbox::table)
+                            .from_insertable(rows)
+                            .execute(c)
+                    })
                     .await? as u64;
                 count.statements += 1;
             }

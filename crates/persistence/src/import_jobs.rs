@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use diesel::ExecuteCopyFromDsl;
 use diesel::prelude::*;
 use futures_util::{FutureExt, StreamExt};
 use tracing::instrument;
@@ -107,6 +108,20 @@ async fn insert_messages(
                     .await? as u64;
                 count.statements += 1;
             }
+        }
+        InsertStrategy::Copy => {
+            if rows.is_empty() {
+                return Ok(count);
+            }
+            let rows = rows.to_vec();
+            count.rows += s
+                .copy_in("messages", |c| {
+                    diesel::copy_from(messages::table)
+                        .from_insertable(rows)
+                        .execute(c)
+                })
+                .await? as u64;
+            count.statements += 1;
         }
         // A job has no chat row to write with them: `single` and `pipeline`
         // write its rows as `unnest` does (each chunk is one statement, so

@@ -39,9 +39,14 @@ pub(crate) struct ChatRow {
     pub publish_mode: String,
 }
 
-/// A `chat_members` row.
+/// A `chat_members` row (every field a value, none a DEFAULT, so a batch of
+/// them can go by COPY).
 #[derive(Debug, Clone, Copy, Queryable, Selectable, Insertable)]
-#[diesel(table_name = chat_members, check_for_backend(diesel::pg::Pg))]
+#[diesel(
+    table_name = chat_members,
+    check_for_backend(diesel::pg::Pg),
+    treat_none_as_default_value = false
+)]
 pub(crate) struct MemberRow {
     pub chat_id: Uuid,
     pub user_id: Uuid,
@@ -57,9 +62,15 @@ impl From<MemberRow> for Member {
     }
 }
 
-/// A `messages` row.
+/// A `messages` row. A system message's `sender_id` is written as NULL,
+/// not as the column's DEFAULT (the same value), so a batch of rows has
+/// one shape and can go by COPY.
 #[derive(Debug, Clone, Queryable, Selectable, Insertable)]
-#[diesel(table_name = messages, check_for_backend(diesel::pg::Pg))]
+#[diesel(
+    table_name = messages,
+    check_for_backend(diesel::pg::Pg),
+    treat_none_as_default_value = false
+)]
 pub(crate) struct MessageRow {
     pub id: Uuid,
     pub chat_id: Uuid,

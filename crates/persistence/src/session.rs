@@ -167,6 +167,32 @@ impl DbSession {
         result
     }
 
+    /// Runs the `COPY ... FROM STDIN` that `copy` sends on the blocking
+    /// driver's connection (diesel's `copy_from`); answers the rows it
+    /// wrote. The async driver cannot send one (diesel-async has no COPY,
+    /// and keeps its tokio-postgres client private): there it fails before
+    /// sending anything. The API refuses `copy` on such a server before a
+    /// request gets here.
+    pub async fn copy_in<F>(&mut self, table: &str, copy: F) -> QueryResult<usize>
+    where
+        F: FnOnce(&mut PgConnection) -> QueryResult<usize>,
+    {
+        let span = spans::statement();
+        if !span.is_disabled() {
+            spans::describe(&span, &format!("COPY {table} FROM STDIN (FORMAT binary)"));
+        }
+        let result = span.in_scope(|| {
+            on_conn!(self,
+                _c => Err(diesel::result::Error::QueryBuilderError(
+                    "COPY needs DB_DRIVER=blocking: diesel-async has no COPY".into(),
+                )),
+                c => copy(c))
+        });
+        spans::outcome(&span, &result, |n| *n);
+        self.count(1, result.as_ref().map_or(0, |n| *n as u64));
+        result
+    }
+
     /// Runs a query and collects its rows.
     pub async fn load<Q, U>(&mut self, query: Q) -> QueryResult<Vec<U>>
     where

@@ -286,6 +286,17 @@ pub fn driver() -> chatlab_persistence::Driver {
     }
 }
 
+/// The insert strategies the suites' driver runs: every one on the
+/// blocking driver; on the async one all but `copy`, which needs the
+/// blocking driver (diesel-async has no COPY).
+pub fn strategies() -> Vec<chatlab_domain::InsertStrategy> {
+    let blocking = driver() == chatlab_persistence::Driver::Blocking;
+    chatlab_domain::InsertStrategy::ALL
+        .into_iter()
+        .filter(|s| blocking || !s.needs_blocking_driver())
+        .collect()
+}
+
 /// The pool layout the suites run on: `CHATLAB_TEST_POOL_LAYOUT` (`shared`
 /// or `per_worker`; unset, the server's default).
 ///

@@ -372,7 +372,7 @@ pub struct DeclaredSettings {
     )]
     pub chatlab_dev_tokens: bool,
 
-    /// `per_row`, `batch`, `unnest`, `single` or `pipeline`
+    /// `per_row`, `batch`, `unnest`, `single`, `pipeline` or `copy` (binary COPY; needs DB_DRIVER=blocking)
     #[arg(
         long,
         global = true,

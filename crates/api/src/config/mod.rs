@@ -27,6 +27,7 @@ use chatlab_domain::{
     EventBody, InsertStrategy, Limits, MessageFanout, PublishMode, ReadMarkerMode,
 };
 use chatlab_kafka::KafkaConfig;
+use chatlab_persistence::Driver;
 use chatlab_persistence::config::default_pool_size;
 use chatlab_persistence::outbox_relay::RelaySettings;
 use chatlab_persistence::receipt_ledger::LedgerSettings;
@@ -329,7 +330,26 @@ impl Settings {
         settings.check_broker_wait_fits_in_a_transaction()?;
         settings.check_keys_match_the_algorithm()?;
         settings.check_streams_leave_room_for_requests()?;
+        settings.check_the_driver_can_run_the_strategy()?;
         Ok(settings)
+    }
+
+    /// `copy` needs the blocking driver (diesel-async has no COPY): a
+    /// default strategy the driver cannot run stops startup.
+    fn check_the_driver_can_run_the_strategy(&self) -> Result<(), ConfigError> {
+        let strategy = self.writes.default_strategy;
+        if !strategy.needs_blocking_driver() || self.db.driver == Driver::Blocking {
+            return Ok(());
+        }
+        Err(ConfigError::Invalid {
+            var: "CHAT_INSERT_STRATEGY".to_owned(),
+            value: strategy.as_str().to_owned(),
+            reason: format!(
+                "needs DB_DRIVER=blocking: diesel-async has no COPY, so the {} driver cannot \
+                 send one",
+                self.db.driver.as_str()
+            ),
+        })
     }
 
     /// A live stream holds its connection for as long as the client
@@ -633,6 +653,22 @@ mod tests {
         assert_eq!(s.db.recycle, Recycle::Verified);
         assert_eq!(s.db.max_lifetime, None);
         assert_eq!(s.http.addr.port(), 0);
+    }
+
+    #[test]
+    fn copy_as_the_default_needs_the_blocking_driver() {
+        let err = Settings::from_vars(vars(&[("CHAT_INSERT_STRATEGY", "copy")])).unwrap_err();
+        assert!(
+            matches!(&err, ConfigError::Invalid { var, value, .. } if var == "CHAT_INSERT_STRATEGY" && value == "copy"),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("DB_DRIVER=blocking"), "{err}");
+        let s = Settings::from_vars(vars(&[
+            ("CHAT_INSERT_STRATEGY", "copy"),
+            ("DB_DRIVER", "blocking"),
+        ]))
+        .unwrap();
+        assert_eq!(s.writes.default_strategy, InsertStrategy::Copy);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 use std::collections::HashSet;
 
 use reqwest::StatusCode;
-use serde_json::Value;
+use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::support::{assert_problem, spawn_app, spawn_app_with};
@@ -91,6 +91,64 @@ async fn strategy_header_is_refused_unless_overrides_are_allowed() {
             .contains("CHATLAB_ALLOW_OVERRIDES")
     );
     assert_eq!(app.row_counts().await[1], 0);
+}
+
+/// `copy` needs the blocking driver: a server on the async one refuses it
+/// as a header (a 400 naming the driver, nothing written); one on the
+/// blocking driver writes the chat's members, and a message's inbox rows,
+/// by COPY.
+#[tokio::test]
+async fn copy_runs_on_the_blocking_driver_and_is_refused_on_the_async_one() {
+    let overrides = ("CHATLAB_ALLOW_OVERRIDES", "true");
+    let app = spawn_app_with(&[overrides, ("DB_DRIVER", "async")]).await;
+    let users = app.bulk_users(3).await;
+    let resp = app.create_chat(users[0], &users[1..], Some("copy")).await;
+    let body = assert_problem(resp, 400, "bad-request").await;
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("DB_DRIVER=blocking"),
+        "{body}"
+    );
+    assert_eq!(app.row_counts().await[1], 0);
+
+    let blocking =
+        crate::support::spawn_on_shared(app.db.clone(), &[overrides, ("DB_DRIVER", "blocking")])
+            .await;
+    let resp = blocking
+        .create_chat(users[0], &users[1..], Some("copy"))
+        .await;
+    assert_eq!(resp.status(), StatusCode::CREATED);
+    assert_eq!(resp.headers()["x-chatlab-insert-strategy"], "copy");
+    let chat: Value = resp.json().await.unwrap();
+    assert_eq!(chat["member_count"], 3);
+    let chat = chat["id"].as_str().unwrap().to_owned();
+    let resp = blocking
+        .client
+        .post(blocking.url(&format!("/v1/chats/{chat}/messages")))
+        .header("authorization", blocking.bearer(users[0]))
+        .header("x-chatlab-insert-strategy", "copy")
+        .header("x-chatlab-message-fanout", "inbox")
+        .json(&json!({ "body": "by copy" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::CREATED);
+    for reader in &users[1..] {
+        let state: Value = blocking
+            .client
+            .get(blocking.url(&format!("/v1/me/chats/{chat}")))
+            .header("authorization", blocking.bearer(*reader))
+            .header("x-chatlab-message-fanout", "inbox")
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(state["unread_count"], 1, "{state}");
+    }
 }
 
 #[tokio::test]

@@ -13,7 +13,7 @@ async fn same_rows_for_every_strategy(member_count: usize) {
     let template = command("room", users[0], &users[1..]);
     let mut conn = f.db.connect().await;
     let mut written = Vec::new();
-    for strategy in InsertStrategy::ALL {
+    for strategy in chatlab_testdb::strategies() {
         let mut cmd = template.clone();
         cmd.chat_id = chatlab_domain::ChatId::generate();
         cmd.system_message_id = chatlab_domain::MessageId::generate();
@@ -32,7 +32,7 @@ async fn same_rows_for_every_strategy(member_count: usize) {
         assert_eq!(rows.messages[0].2, "room created");
         written.push(rows);
     }
-    for (strategy, rows) in InsertStrategy::ALL.iter().zip(&written).skip(1) {
+    for (strategy, rows) in chatlab_testdb::strategies().iter().zip(&written).skip(1) {
         assert_eq!(written[0], *rows, "per_row vs {strategy}");
     }
 }
@@ -68,7 +68,7 @@ async fn unknown_members_are_listed_and_nothing_is_written() {
     members.insert(2, ghosts[0]);
     members.push(ghosts[1]);
     let mut conn = f.db.connect().await;
-    for strategy in InsertStrategy::ALL {
+    for strategy in chatlab_testdb::strategies() {
         let err = f
             .store
             .create_chat(
@@ -115,7 +115,8 @@ async fn concurrent_creates_all_commit() {
     let mut tasks = Vec::new();
     for i in 0..24 {
         let store = f.store.clone();
-        let strategy = InsertStrategy::ALL[i % InsertStrategy::ALL.len()];
+        let strategies = chatlab_testdb::strategies();
+        let strategy = strategies[i % strategies.len()];
         // Overlapping member sets: every chat shares users with the others.
         let members: Vec<UserId> = users.iter().skip(i).take(30).copied().collect();
         let cmd = command(&format!("room {i}"), users[0], &members);
@@ -154,7 +155,7 @@ proptest! {
             let template = command("prop", users[creator], &members);
             let mut conn = f.db.connect().await;
             let mut written = Vec::new();
-            for strategy in InsertStrategy::ALL {
+            for strategy in chatlab_testdb::strategies() {
                 let mut cmd = template.clone();
                 cmd.chat_id = chatlab_domain::ChatId::generate();
                 cmd.system_message_id = chatlab_domain::MessageId::generate();

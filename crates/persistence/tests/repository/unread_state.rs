@@ -102,7 +102,7 @@ async fn every_strategy_writes_the_same_inbox_rows() {
         rows
     };
     assert_eq!(expected.iter().filter(|r| r.2).count(), 1);
-    for strategy in InsertStrategy::ALL {
+    for strategy in chatlab_testdb::strategies() {
         let id = send(
             &f.store,
             message(chat.id, users[1], &body),
@@ -139,7 +139,7 @@ async fn a_refused_send_writes_no_inbox_row() {
         .await
         .unwrap();
     let mut conn = f.db.connect().await;
-    for strategy in InsertStrategy::ALL {
+    for strategy in chatlab_testdb::strategies() {
         let refused = send(
             &f.store,
             message(chat.id, users[2], "let me in"),
@@ -597,7 +597,7 @@ fn both_fanouts_answer_every_read_the_same() {
     });
     let history = (
         proptest::collection::vec(op(), 1..24),
-        proptest::sample::select(InsertStrategy::ALL.to_vec()),
+        proptest::sample::select(chatlab_testdb::strategies()),
     );
     runner
         .run(&history, |(ops, strategy)| {
