@@ -145,7 +145,7 @@ RUNS ?= 50
 
 .PHONY: demo demo-plan loadtest loadtest-create loadtest-hold loadtest-seed001 loadtest-ramp bench-baseline \
         loadtest-crosscheck loadtest-pool loadtest-poolsize loadtest-driver loadtest-concurrency \
-        loadtest-tracing loadtest-layout loadtest-syncs loadtest-fanout loadtest-fanout-copy loadtest-markers loadtest-crossover profile loadtest-delivery loadtest-delivery-broker-kill loadtest-smoke load-build load-db broker-check events-stress \
+        loadtest-tracing loadtest-layout loadtest-syncs loadtest-fanout loadtest-fanout-copy loadtest-markers loadtest-crossover profile loadtest-delivery loadtest-delivery-body loadtest-delivery-broker-kill loadtest-smoke load-build load-db broker-check events-stress \
         fault-db fault-broker fault-server fault-cancel fault-retry fault-collector fault-slow-clients soak faults
 .PHONY: help run build release profiling-build test fuzz fmt fmt-check lint layering docs settings-docs schema-check deps-check \
         openapi docker-check k6-check db db-stop broker broker-stop ci clean-testdbs up down loadtest-docker dashboard-check
@@ -253,6 +253,15 @@ LIVE_FETCH_WAIT_MS ?= 10
 loadtest-delivery: load-build load-db ## Per publish mode: the writer's latency and pooled connection time beside delivery latency to live members on other instances, lost and repeated deliveries
 	$(LOAD) delivery --database-url $(LOAD_DATABASE_URL) --tansu-bin $$(scripts/ensure-tansu.sh --print-bin) \
 	    --env LIVE_FETCH_WAIT_MS=$(LIVE_FETCH_WAIT_MS) --out results/delivery-$$(date -u +%Y%m%dT%H%M%SZ) $(DELIVERY_ARGS)
+
+# What the message text costs the live feed: `message.sent` carrying the
+# text (LIVE_FRAME_BODY=true, the default) or only its length, with texts
+# of 140 characters, under after_commit and the outbox.
+DELIVERY_BODY_VARIANTS := after_commit-text:KAFKA_PUBLISH_MODE=after_commit+LIVE_FRAME_BODY=true,after_commit-length:KAFKA_PUBLISH_MODE=after_commit+LIVE_FRAME_BODY=false,outbox-text:KAFKA_PUBLISH_MODE=outbox+LIVE_FRAME_BODY=true,outbox-length:KAFKA_PUBLISH_MODE=outbox+LIVE_FRAME_BODY=false
+loadtest-delivery-body: load-build load-db ## What carrying the text costs the live feed: frame bytes, the writer's latency and delivery p99 with LIVE_FRAME_BODY=true and false, 140-character messages
+	$(LOAD) delivery --database-url $(LOAD_DATABASE_URL) --tansu-bin $$(scripts/ensure-tansu.sh --print-bin) \
+	    --env LIVE_FETCH_WAIT_MS=$(LIVE_FETCH_WAIT_MS) --out results/delivery-body-$$(date -u +%Y%m%dT%H%M%SZ) \
+	    --variants $(DELIVERY_BODY_VARIANTS) --body-chars 140 $(DELIVERY_ARGS)
 
 # The live feed through a broker kill: tansu SIGKILLed while messages are
 # written, and started again on its SQLite storage, the members connected

@@ -81,6 +81,10 @@ pub struct DeliveryArgs {
     /// How long the writers write.
     #[arg(long, default_value = "20s", value_parser = parse_duration)]
     duration: Duration,
+    /// Characters of each message's text (at least its `delivery N` label;
+    /// longer texts are padded), so what the text costs a frame shows.
+    #[arg(long, default_value_t = 0)]
+    body_chars: usize,
     /// How long after the last write the subscribers may take to receive
     /// everything.
     #[arg(long, default_value = "15s", value_parser = parse_duration)]
@@ -120,6 +124,8 @@ struct Row {
     unpublished: u64,
     duplicated: u64,
     delivery: Latencies,
+    /// Bytes of the first-delivery `message.sent` frames, and their count.
+    frame_bytes: (u64, u64),
     /// `overflow` or `reset` frames, or streams that ended.
     cut: u64,
     /// Live connections per subscriber instance.
@@ -143,8 +149,9 @@ impl Row {
     }
 }
 
-/// What a subscriber saw: its index, the message, when.
-type Sighting = (usize, Uuid, Instant);
+/// What a subscriber saw: its index, the message, when, and the bytes of
+/// its frame.
+type Sighting = (usize, Uuid, Instant, usize);
 
 /// Runs every variant; whether nothing was lost or repeated.
 pub async fn run(args: DeliveryArgs) -> Result<bool, LoadError> {
@@ -333,7 +340,7 @@ async fn run_cell(
     let drain_until = tokio::time::Instant::now() + args.drain;
     while (row.delivered as usize) < expected.len() {
         let sighting = tokio::time::timeout_at(drain_until, seen_rx.recv()).await;
-        let Ok(Some((subscriber, message, at))) = sighting else {
+        let Ok(Some((subscriber, message, at, bytes))) = sighting else {
             break;
         };
         let Some(start) = expected.get(&(subscriber, message)) else {
@@ -343,6 +350,8 @@ async fn run_cell(
         *count += 1;
         if *count == 1 {
             row.delivered += 1;
+            row.frame_bytes.0 += bytes as u64;
+            row.frame_bytes.1 += 1;
             row.delivery
                 .record_micros(at.saturating_duration_since(*start).as_micros() as u64);
         } else {
@@ -351,7 +360,7 @@ async fn run_cell(
     }
     // Repeats that arrive after the last first delivery still count.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    while let Ok((subscriber, message, _)) = seen_rx.try_recv() {
+    while let Ok((subscriber, message, _, _)) = seen_rx.try_recv() {
         if expected.contains_key(&(subscriber, message)) {
             row.duplicated += 1;
         }
@@ -424,7 +433,7 @@ async fn write(
         let request = client
             .post(format!("{url}/v1/chats/{chat_id}/messages"))
             .header(AUTHORIZATION, bearers[sender].clone())
-            .json(&json!({ "body": format!("delivery {i}") }));
+            .json(&json!({ "body": text(i, args.body_chars) }));
         let Ok(permit) = in_flight.clone().acquire_owned().await else {
             break;
         };
@@ -454,6 +463,14 @@ async fn write(
         }
     }
     writes
+}
+
+/// The text of message `i`: `delivery i`, padded with `x` to `chars`.
+fn text(i: usize, chars: usize) -> String {
+    let mut text = format!("delivery {i}");
+    let pad = chars.saturating_sub(text.chars().count());
+    text.extend(std::iter::repeat_n('x', pad));
+    text
 }
 
 /// Reads one live stream, reporting each `message.sent` it carries, and
@@ -489,7 +506,7 @@ async fn read_stream(
                 .nth(1)
                 .and_then(|rest| rest.get(..36))
                 .and_then(|id| id.parse::<Uuid>().ok())
-                && seen.send((index, id, at)).is_err()
+                && seen.send((index, id, at, frame.len())).is_err()
             {
                 return;
             }
@@ -556,12 +573,12 @@ async fn scrape(client: &reqwest::Client, ops: &str) -> Result<Exposition, LoadE
 
 fn to_markdown(rows: &[Row]) -> String {
     let mut out = String::from(
-        "| variant | messages written | failed | write p50 ms | write p99 ms | pooled connection mean ms | p95 ms | deliveries | lost | of them not in the topic | repeated | delivery p50 ms | p95 ms | p99 ms | max ms | streams cut | connections per subscriber instance | its RSS MiB before → after |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| variant | messages written | failed | write p50 ms | write p99 ms | pooled connection mean ms | p95 ms | deliveries | lost | of them not in the topic | repeated | delivery p50 ms | p95 ms | p99 ms | max ms | message.sent frame bytes (mean) | streams cut | connections per subscriber instance | its RSS MiB before → after |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
         out.push_str(&format!(
-            "| {} | {} | {} | {:.1} | {:.1} | {:.2} | {:.2} | {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {} | {:.1} → {:.1} |\n",
+            "| {} | {} | {} | {:.1} | {:.1} | {:.2} | {:.2} | {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.0} | {} | {} | {:.1} → {:.1} |\n",
             r.variant,
             r.written,
             r.failed,
@@ -577,6 +594,7 @@ fn to_markdown(rows: &[Row]) -> String {
             r.delivery.quantile_ms(0.95),
             r.delivery.quantile_ms(0.99),
             r.delivery.max_ms(),
+            r.frame_bytes.0 as f64 / r.frame_bytes.1.max(1) as f64,
             r.cut,
             r.per_instance,
             r.rss_mib.0,
@@ -590,7 +608,7 @@ fn notes(args: &DeliveryArgs) -> String {
     format!(
         "{} instances share one tansu broker ({:?} storage) and the database; \
          instance 1 takes the writes, the others hold the {} live connections \
-         ({} chats of {} members, every member connected). Messages at {} per \
+         ({} chats of {} members, every member connected). Messages{} at {} per \
          second for {:?}, round robin over the chats. Delivery latency runs from \
          the write's start (before the POST is sent) to the frame's arrival at \
          the subscriber; a delivery is lost when it did not arrive within {:?} \
@@ -601,6 +619,11 @@ fn notes(args: &DeliveryArgs) -> String {
         args.chats * args.members,
         args.chats,
         args.members,
+        if args.body_chars > 0 {
+            format!(" of {} characters", args.body_chars)
+        } else {
+            String::new()
+        },
         args.rate,
         args.duration,
         args.drain,
@@ -627,6 +650,13 @@ mod tests {
             failed,
             ..Row::default()
         }
+    }
+
+    #[test]
+    fn a_text_is_its_label_padded_to_the_length_asked() {
+        assert_eq!(super::text(7, 0), "delivery 7");
+        assert_eq!(super::text(7, 12), "delivery 7xx");
+        assert_eq!(super::text(123, 140).chars().count(), 140);
     }
 
     #[test]
