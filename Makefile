@@ -127,7 +127,9 @@ TRACING_VARIANTS := --variant off --variant otlp-1pct:$(OTEL_SAMPLED)=0.01 --var
 # it fails when an invariant breaks.
 FAULT_ENV := --env DB_POOL_ACQUIRE_TIMEOUT_MS=2000 --env DB_STATEMENT_TIMEOUT_MS=5000 \
     --env KAFKA_SEND_TIMEOUT_MS=3000 --env HTTP_SHUTDOWN_TIMEOUT_SECS=10
-FAULT_DB_VARIANTS := async-pool:DB_DRIVER=async,async-shared:DB_DRIVER=async+DB_POOL_LAYOUT=shared,async-nopool:DB_DRIVER=async+DB_POOL=off,blocking-pool:DB_DRIVER=blocking,blocking-nopool:DB_DRIVER=blocking+DB_POOL=off
+FAULT_DB_VARIANTS := async-pool:DB_DRIVER=async,async-shared:DB_DRIVER=async+DB_POOL_LAYOUT=shared,async-nopool:DB_DRIVER=async+DB_POOL=off,blocking-pool:DB_DRIVER=blocking,blocking-nopool:DB_DRIVER=blocking+DB_POOL=off,async-inbox:DB_DRIVER=async+MESSAGE_FANOUT=inbox,blocking-inbox-copy:DB_DRIVER=blocking+MESSAGE_FANOUT=inbox+CHAT_INSERT_STRATEGY=copy
+# The server faults, with messages fanned out to inbox rows and without.
+FAULT_SERVER_VARIANTS := async-pool:DB_DRIVER=async,async-inbox:DB_DRIVER=async+MESSAGE_FANOUT=inbox
 FAULT_MODES := in_tx_await,in_tx_enqueue,after_commit,outbox
 ifeq ($(QUICK),1)
   FAULT_ARGS := --rate 40 --duration 10s --fault-at 3s --strict
@@ -348,9 +350,9 @@ fault-broker: load-build ## tansu killed (SIGKILL) and frozen (SIGSTOP) under lo
 
 fault-server: load-build ## chatlab killed (SIGKILL) in outbox mode, and stopped (SIGTERM) under load, then started again
 	scripts/fault.sh fault-server --faults server-kill --tansu-bin $$(scripts/ensure-tansu.sh --print-bin) \
-	    --publish-modes outbox $(FAULT_ENV) --latency-bound 12s $(FAULT_ARGS) --down 1s
+	    --variants $(FAULT_SERVER_VARIANTS) --publish-modes outbox $(FAULT_ENV) --latency-bound 12s $(FAULT_ARGS) --down 1s
 	scripts/fault.sh fault-server --faults server-term --tansu-bin $$(scripts/ensure-tansu.sh --print-bin) \
-	    --publish-modes $(FAULT_MODES) $(FAULT_ENV) --latency-bound 12s $(FAULT_ARGS) --down 1s
+	    --variants $(FAULT_SERVER_VARIANTS) --publish-modes $(FAULT_MODES) $(FAULT_ENV) --latency-bound 12s $(FAULT_ARGS) --down 1s
 
 fault-collector: load-build load-db ## The OTLP collector frozen, then gone, under load at 100% sampling: requests unharmed, drops and failed exports counted, SIGTERM still prompt
 	LOAD_DATABASE_URL=$(LOAD_DATABASE_URL) DURATION=$(COLLECTOR_FAULT_DURATION) scripts/fault-collector.sh

@@ -37,6 +37,12 @@ pub struct RowChecks {
     /// Chats of the run written more than once for one request (a retry
     /// that wrote again): the second and later copies of each name.
     pub chats_duplicated: u64,
+    /// Messages of the run with inbox rows (`MESSAGE_FANOUT=inbox`).
+    pub messages_fanned: u64,
+    /// Messages of the run with some of their inbox rows but not one per
+    /// member but the sender: a fan-out half done (with `none` a message
+    /// has none; with `inbox`, all).
+    pub messages_inbox_partial: u64,
 }
 
 /// Checks every acknowledged write of `requests` against the database, and
@@ -76,6 +82,17 @@ pub fn check_rows(
     }
     let tag = tag.replace('\'', "''");
     let of_run = format!("starts_with(c.name, '{tag} #')");
+    // Each message of the run: its inbox rows (one pass over the inbox),
+    // and the members it owed one to.
+    let _ = writeln!(
+        sql,
+        "CREATE TEMP TABLE run_messages AS SELECT m.id, coalesce(i.n, 0) AS rows, \
+         (SELECT count(*) FROM chat_members cm WHERE cm.chat_id = m.chat_id \
+             AND cm.user_id <> m.sender_id AND cm.joined_at <= m.created_at) AS recipients \
+         FROM messages m LEFT JOIN (SELECT message_id, count(*) AS n FROM inbox GROUP BY message_id) i \
+             ON i.message_id = m.id \
+         WHERE m.kind = 'talk' AND m.body = '{tag}';"
+    );
     let _ = writeln!(
         sql,
         "SELECT \
@@ -87,7 +104,9 @@ pub fn check_rows(
          (SELECT count(*) FROM acked_messages a WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = a.id)), \
          (SELECT count(*) FROM messages m WHERE m.kind = 'talk' AND m.body = '{tag}'), \
          (SELECT coalesce(sum(n - 1), 0) FROM \
-             (SELECT count(*) AS n FROM chats c WHERE {of_run} GROUP BY c.name) AS copies);"
+             (SELECT count(*) AS n FROM chats c WHERE {of_run} GROUP BY c.name) AS copies), \
+         (SELECT count(*) FROM run_messages WHERE rows > 0), \
+         (SELECT count(*) FROM run_messages WHERE rows > 0 AND rows <> recipients);"
     );
     let out = db.psql(&sql)?;
     let figures: Vec<u64> = out
@@ -106,6 +125,8 @@ pub fn check_rows(
         messages_missing,
         messages_committed,
         chats_duplicated,
+        messages_fanned,
+        messages_inbox_partial,
     ] = figures[..]
     else {
         return Err(LoadError::Database(format!("unexpected answer {out:?}")));
@@ -118,6 +139,8 @@ pub fn check_rows(
         messages_committed,
         acked_without_id,
         chats_duplicated,
+        messages_fanned,
+        messages_inbox_partial,
     })
 }
 

@@ -248,6 +248,10 @@ pub fn broken_invariants(cell: &CellFigures, fault: Fault, latency_bound: Durati
         (rows.chats_missing, "acknowledged chats missing"),
         (rows.chats_partial, "chats written in part"),
         (rows.messages_missing, "acknowledged messages missing"),
+        (
+            rows.messages_inbox_partial,
+            "messages with part of their inbox rows",
+        ),
         (rows.acked_without_id, "201 answers without an id"),
         (cell.failed.get("500").copied().unwrap_or(0), "answers 500"),
         (

@@ -385,6 +385,12 @@ fn notes(args: &FaultArgs, cells: &[(CellFigures, Vec<String>)]) -> String {
         args.latency_bound.as_millis()
     );
     for (c, _) in cells {
+        if c.rows.messages_fanned > 0 {
+            s.push_str(&format!(
+                "\n{} / {}: {} messages committed with inbox rows, {} of them with only part.",
+                c.fault, c.variant, c.rows.messages_fanned, c.rows.messages_inbox_partial
+            ));
+        }
         if let Some((took, code)) = c.timeline.exit {
             s.push_str(&format!(
                 "\n{} / {}: SIGTERM → exit {:?} after {} ms.",
