@@ -84,7 +84,8 @@ def before_call(ctx, case, kwargs):
         if field:
             _real_users(case.body, field)
         if key == ("POST", "/v1/chats/{id}/messages/import") and SELF:
-            for m in case.body.get("messages") or []:
+            messages = case.body.get("messages")
+            for m in messages if isinstance(messages, list) else []:
                 if isinstance(m, dict) and _is_uuid(m.get("sender_id")):
                     m["sender_id"] = SELF
     headers = case.headers or {}

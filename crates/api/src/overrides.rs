@@ -15,7 +15,7 @@ use std::str::FromStr;
 use actix_web::dev::Payload;
 use actix_web::{FromRequest, HttpRequest};
 
-use chatlab_domain::{InsertStrategy, MessageFanout, PublishMode};
+use chatlab_domain::{FieldError, InsertStrategy, MessageFanout, PublishMode, ValidationErrors};
 use chatlab_persistence::Driver;
 
 use crate::problem::ApiError;
@@ -108,15 +108,20 @@ impl FromRequest for ChosenPublishMode {
 }
 
 /// `strategy`, if this server's driver can run it: `copy` needs the
-/// blocking driver.
+/// blocking driver. A well-formed name this server cannot run is a 422
+/// (the request is understood; this server cannot carry it out), not a
+/// 400.
 fn runnable(req: &HttpRequest, strategy: InsertStrategy) -> Result<InsertStrategy, ApiError> {
     let driver = crate::state::of(req)?.store.db().driver();
     if strategy.needs_blocking_driver() && driver != Driver::Blocking {
-        return Err(ApiError::BadRequest(format!(
-            "{INSERT_STRATEGY_HEADER}: {strategy} needs a server with DB_DRIVER=blocking; \
-             this one runs the {} driver, and diesel-async has no COPY",
-            driver.as_str()
-        )));
+        return Err(ApiError::Validation(ValidationErrors(vec![FieldError {
+            field: INSERT_STRATEGY_HEADER,
+            message: format!(
+                "{strategy} needs a server with DB_DRIVER=blocking; this one runs the {} \
+                 driver, and diesel-async has no COPY",
+                driver.as_str()
+            ),
+        }])));
     }
     Ok(strategy)
 }
@@ -216,7 +221,7 @@ mod tests {
     #[test]
     fn the_documented_header_values_are_the_ones_the_server_parses() {
         let strategies = names::<super::StrategyName>();
-        assert_eq!(strategies.len(), 5);
+        assert_eq!(strategies.len(), InsertStrategy::ALL.len());
         for s in &strategies {
             assert!(s.parse::<InsertStrategy>().is_ok(), "{s}");
         }

@@ -22,7 +22,7 @@ use crate::state::AppState;
     request_body = CreateChatRequest,
     params(
         ("x-chatlab-insert-strategy" = Option<StrategyName>, Header,
-            description = "per_row, batch, unnest, single or pipeline; honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
+            description = "per_row, batch, unnest, single, pipeline or copy (copy needs DB_DRIVER=blocking, else 422); honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
         ("x-chatlab-publish-mode" = Option<PublishModeName>, Header,
             description = "off, in_tx_await, in_tx_enqueue, after_commit or outbox; honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
         ("idempotency-key" = Option<IdempotencyKeyValue>, Header,

@@ -25,7 +25,7 @@ use crate::state::AppState;
     params(
         ("id" = uuid::Uuid, Path, description = "Chat id"),
         ("x-chatlab-insert-strategy" = Option<StrategyName>, Header,
-            description = "per_row, batch or unnest (single and pipeline write the rows as unnest); honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
+            description = "per_row, batch, unnest or copy (single and pipeline write the rows as unnest; copy needs DB_DRIVER=blocking, else 422); honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
         ("x-chatlab-publish-mode" = Option<PublishModeName>, Header,
             description = "off, in_tx_await, in_tx_enqueue, after_commit or outbox; honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
         ("idempotency-key" = Option<IdempotencyKeyValue>, Header,

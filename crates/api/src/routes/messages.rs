@@ -25,7 +25,7 @@ use crate::state::AppState;
         ("x-chatlab-publish-mode" = Option<PublishModeName>, Header,
             description = "off, in_tx_await, in_tx_enqueue, after_commit or outbox; honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
         ("x-chatlab-insert-strategy" = Option<StrategyName>, Header,
-            description = "How the inbox rows are written under the inbox fan-out (a message is one row whatever it is); honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
+            description = "How the inbox rows are written under the inbox fan-out (a message is one row whatever it is; copy needs DB_DRIVER=blocking, else 422); honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
         ("x-chatlab-message-fanout" = Option<FanoutName>, Header,
             description = "none or inbox; honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
         ("idempotency-key" = Option<IdempotencyKeyValue>, Header,

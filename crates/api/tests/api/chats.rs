@@ -94,7 +94,7 @@ async fn strategy_header_is_refused_unless_overrides_are_allowed() {
 }
 
 /// `copy` needs the blocking driver: a server on the async one refuses it
-/// as a header (a 400 naming the driver, nothing written); one on the
+/// as a header (a 422 naming the driver, nothing written); one on the
 /// blocking driver writes the chat's members, and a message's inbox rows,
 /// by COPY.
 #[tokio::test]
@@ -103,14 +103,8 @@ async fn copy_runs_on_the_blocking_driver_and_is_refused_on_the_async_one() {
     let app = spawn_app_with(&[overrides, ("DB_DRIVER", "async")]).await;
     let users = app.bulk_users(3).await;
     let resp = app.create_chat(users[0], &users[1..], Some("copy")).await;
-    let body = assert_problem(resp, 400, "bad-request").await;
-    assert!(
-        body["detail"]
-            .as_str()
-            .unwrap()
-            .contains("DB_DRIVER=blocking"),
-        "{body}"
-    );
+    let body = assert_problem(resp, 422, "validation").await;
+    assert!(body.to_string().contains("DB_DRIVER=blocking"), "{body}");
     assert_eq!(app.row_counts().await[1], 0);
 
     let blocking =

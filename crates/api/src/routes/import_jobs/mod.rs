@@ -103,7 +103,7 @@ async fn respond(
     params(
         ("id" = uuid::Uuid, Path, description = "Chat id"),
         ("x-chatlab-insert-strategy" = Option<StrategyName>, Header,
-            description = "per_row, batch or unnest inside each chunk (single and pipeline write a job's rows as unnest); honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
+            description = "per_row, batch, unnest or copy inside each chunk (single and pipeline write a job's rows as unnest; copy needs DB_DRIVER=blocking, else 422); honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
         ("idempotency-key" = Option<IdempotencyKeyValue>, Header,
             description = "Makes a retry safe: each chunk claims its part of the key in its own transaction, so a retry writes only the chunks not committed before; a finished job's response is answered again within the retention (24 h)"),
     ),
@@ -171,7 +171,7 @@ pub async fn import_members(
     params(
         ("id" = uuid::Uuid, Path, description = "Chat id"),
         ("x-chatlab-insert-strategy" = Option<StrategyName>, Header,
-            description = "per_row, batch or unnest inside each chunk (single and pipeline write a job's rows as unnest); honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
+            description = "per_row, batch, unnest or copy inside each chunk (single and pipeline write a job's rows as unnest; copy needs DB_DRIVER=blocking, else 422); honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
         ("x-chatlab-message-fanout" = Option<FanoutName>, Header,
             description = "none or inbox (each chunk also writes its inbox rows); honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
         ("idempotency-key" = Option<IdempotencyKeyValue>, Header,
