@@ -802,6 +802,7 @@ pub fn scenario_name(s: &Scenario) -> String {
         Scenario::CreateChat => "create-chat".into(),
         Scenario::SendMessage => "send-message".into(),
         Scenario::ReadMessages => "read-messages".into(),
+        Scenario::MyChats => "my-chats".into(),
         Scenario::Mix { weights } => format!("mix:{}:{}:{}", weights[0], weights[1], weights[2]),
         Scenario::Get { path } => format!("get:{path}"),
         Scenario::Import {

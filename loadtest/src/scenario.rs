@@ -29,6 +29,10 @@ pub enum Scenario {
     SendMessage,
     /// `GET /v1/chats/{id}/messages?limit=20` of seeded chats.
     ReadMessages,
+    /// `GET /v1/me/chats?limit=20` (the caller's chats, each with its
+    /// unread count and newest message) as a member of a seeded chat of
+    /// `members` members: the read that fan-out on write exists for.
+    MyChats,
     /// A weighted mix of the three (`create:send:read`).
     Mix {
         /// Weights of create, send, read.
@@ -102,8 +106,9 @@ impl FromStr for Scenario {
             "create-chat" | "create_chat" => Ok(Self::CreateChat),
             "send-message" | "send_message" => Ok(Self::SendMessage),
             "read-messages" | "read_messages" => Ok(Self::ReadMessages),
+            "my-chats" | "my_chats" => Ok(Self::MyChats),
             other => Err(format!(
-                "unknown scenario {other:?}: create-chat, send-message, read-messages, mix[:C:S:R], \
+                "unknown scenario {other:?}: create-chat, send-message, read-messages, my-chats, mix[:C:S:R], \
                  import:ROWS:CHUNK:PARALLELISM, get:/path"
             )),
         }
@@ -119,6 +124,8 @@ pub enum Op {
     Send,
     /// read messages.
     Read,
+    /// list the caller's chats with their unread counts.
+    MyChats,
     /// the fixed GET.
     Get,
     /// one import job.
@@ -132,6 +139,7 @@ impl Op {
             Self::Create => "create",
             Self::Send => "send",
             Self::Read => "read",
+            Self::MyChats => "my-chats",
             Self::Get => "get",
             Self::Import => "import",
         }
@@ -143,7 +151,11 @@ impl Scenario {
     pub fn needs_chats(&self) -> bool {
         matches!(
             self,
-            Self::SendMessage | Self::ReadMessages | Self::Mix { .. } | Self::Import { .. }
+            Self::SendMessage
+                | Self::ReadMessages
+                | Self::MyChats
+                | Self::Mix { .. }
+                | Self::Import { .. }
         )
     }
 
@@ -162,6 +174,7 @@ impl Scenario {
             Self::CreateChat => Op::Create,
             Self::SendMessage => Op::Send,
             Self::ReadMessages => Op::Read,
+            Self::MyChats => Op::MyChats,
             Self::Get { .. } => Op::Get,
             Self::Import { .. } => Op::Import,
             Self::Mix { weights } => {
@@ -547,6 +560,12 @@ fn request(
             let request = client.get(format!("{base}/v1/chats/{chat}/messages?limit=20"));
             (request, seeded.bearer(reader))
         }
+        Op::MyChats => {
+            let (_, chat_members) = seeded.chat_of_size(members, rng)?;
+            let reader = chat_members.get(rng.below(chat_members.len()))?;
+            let request = client.get(format!("{base}/v1/me/chats?limit=20"));
+            (request, seeded.bearer(reader))
+        }
         Op::Import => {
             let (chat, body, owner) = work.import.as_ref()?;
             let request = client
@@ -591,6 +610,9 @@ mod tests {
     #[test]
     fn scenarios_parse() {
         assert_eq!("create-chat".parse::<Scenario>(), Ok(Scenario::CreateChat));
+        assert_eq!("my-chats".parse::<Scenario>(), Ok(Scenario::MyChats));
+        assert_eq!(Scenario::MyChats.pick(7), Op::MyChats);
+        assert!(Scenario::MyChats.needs_chats());
         assert_eq!(
             "mix".parse::<Scenario>(),
             Ok(Scenario::Mix { weights: [1, 3, 6] })
@@ -630,7 +652,7 @@ mod tests {
                 Op::Create => counts[0] += 1,
                 Op::Send => counts[1] += 1,
                 Op::Read => counts[2] += 1,
-                Op::Get | Op::Import => unreachable!(),
+                Op::Get | Op::Import | Op::MyChats => unreachable!(),
             }
         }
         assert!((counts[0] as f64 / 100_000.0 - 0.1).abs() < 0.01);
