@@ -66,6 +66,34 @@ async fn chat_of_three(store: &PgStore) -> (Vec<UserId>, ChatId, Vec<MessageId>)
     (users, chat.id, sent)
 }
 
+/// `stranger` (a non-member's move) is refused as an unknown chat, and
+/// `foreign` (a move to a message of no chat of the reader's) as an
+/// unknown message, under the inbox fan-out.
+async fn refused_moves(store: &PgStore, stranger: MarkRead, foreign: MarkRead) {
+    let refused = store
+        .mark_read(stranger, MessageFanout::Inbox)
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        refused,
+        RepositoryError::NotFound {
+            entity: Entity::Chat,
+            ..
+        }
+    ));
+    let refused = store
+        .mark_read(foreign, MessageFanout::Inbox)
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        refused,
+        RepositoryError::NotFound {
+            entity: Entity::Message,
+            ..
+        }
+    ));
+}
+
 #[tokio::test]
 async fn coalesced_moves_are_answered_at_once_and_written_by_one_flush() {
     let f = fixture().await;
@@ -101,28 +129,12 @@ async fn coalesced_moves_are_answered_at_once_and_written_by_one_flush() {
         .unwrap();
     assert_eq!((state.read_up_to, state.unread_count), (Some(sent[1]), 1));
     // Refused moves hold nothing.
-    let stranger = store
-        .mark_read(mark(outsider, sent[2]), inbox_fanout)
-        .await
-        .unwrap_err();
-    assert!(matches!(
-        stranger,
-        RepositoryError::NotFound {
-            entity: Entity::Chat,
-            ..
-        }
-    ));
-    let foreign = store
-        .mark_read(mark(first, MessageId::generate()), inbox_fanout)
-        .await
-        .unwrap_err();
-    assert!(matches!(
-        foreign,
-        RepositoryError::NotFound {
-            entity: Entity::Message,
-            ..
-        }
-    ));
+    refused_moves(
+        &store,
+        mark(outsider, sent[2]),
+        mark(first, MessageId::generate()),
+    )
+    .await;
     assert_eq!(store.read_markers().held(), 2, "one marker per member");
 
     // Nothing written yet; this instance's reads see the held marker.
@@ -218,28 +230,12 @@ async fn log_moves_are_seen_at_once_and_folded_by_one_compaction() {
         .await
         .unwrap();
     // Refused moves log nothing.
-    let stranger = store
-        .mark_read(mark(outsider, sent[2]), inbox_fanout)
-        .await
-        .unwrap_err();
-    assert!(matches!(
-        stranger,
-        RepositoryError::NotFound {
-            entity: Entity::Chat,
-            ..
-        }
-    ));
-    let foreign = store
-        .mark_read(mark(first, MessageId::generate()), inbox_fanout)
-        .await
-        .unwrap_err();
-    assert!(matches!(
-        foreign,
-        RepositoryError::NotFound {
-            entity: Entity::Message,
-            ..
-        }
-    ));
+    refused_moves(
+        &store,
+        mark(outsider, sent[2]),
+        mark(first, MessageId::generate()),
+    )
+    .await;
 
     // The member rows are untouched; every move is a log row, and every
     // store (another instance's, or one in another mode) reads through it.
