@@ -36,7 +36,7 @@ use crate::latency::Latencies;
 use crate::schedule::parse_duration;
 use crate::wal::WalProbe;
 
-use super::{machine_note, results_dir, write_results};
+use super::{machine_note, results_dir, round_order, write_results};
 
 #[derive(Debug, Args)]
 pub(crate) struct CrossoverArgs {
@@ -191,11 +191,7 @@ pub(crate) async fn crossover(args: CrossoverArgs) -> Result<bool, LoadError> {
         .collect();
     let mut results = Vec::new();
     for round in 0..args.rounds.max(1) {
-        let mut order = cells.clone();
-        if round % 2 == 1 {
-            order.reverse();
-        }
-        for (i, method) in order {
+        for (i, method) in round_order(&cells, round) {
             client
                 .batch_execute("TRUNCATE crossover_inbox")
                 .await

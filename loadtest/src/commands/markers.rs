@@ -36,7 +36,9 @@ use crate::prom::Exposition;
 use crate::scenario::{Rng, Scenario, SeedAt, SeedSpec, seed, seed_chats};
 use crate::schedule::parse_duration;
 
-use super::{ServerArgs, fleet_spec, http_client, machine_note, results_dir, write_results};
+use super::{
+    ServerArgs, fleet_spec, http_client, machine_note, results_dir, round_order, write_results,
+};
 
 #[derive(Debug, Args)]
 pub(crate) struct MarkersArgs {
@@ -215,11 +217,7 @@ pub(crate) async fn markers(args: MarkersArgs) -> Result<bool, LoadError> {
         .collect();
     let mut results = Vec::new();
     for round in 0..args.rounds.max(1) {
-        let mut order = cells.clone();
-        if round % 2 == 1 {
-            order.reverse();
-        }
-        for (mode, fanout) in order {
+        for (mode, fanout) in round_order(&cells, round) {
             let cell = run_cell(&args, &client, &database, &out, mode, fanout, round).await?;
             eprintln!(
                 "markers round {}: {mode} {fanout}: {} of {} answered 2xx (errors: {}), p99 {:.1} ms, {} lost",

@@ -244,6 +244,16 @@ pub(crate) fn write_results(
     Ok(true)
 }
 
+/// `cells` in the order round `round` runs them: as given in even rounds,
+/// reversed in odd ones, so a drifting machine weighs on every cell alike.
+pub(crate) fn round_order<T: Clone>(cells: &[T], round: usize) -> Vec<T> {
+    let mut order = cells.to_vec();
+    if round % 2 == 1 {
+        order.reverse();
+    }
+    order
+}
+
 pub(crate) fn results_dir(base: &std::path::Path, name: &str) -> PathBuf {
     base.join(format!(
         "{name}-{}",
