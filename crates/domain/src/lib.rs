@@ -22,6 +22,7 @@ pub mod publish_mode;
 pub mod read_marker;
 pub mod strategy;
 pub mod validation;
+pub mod write_plan;
 
 pub use commands::{CreateChat, NewChat, NewMessage, NewUser, SendMessage};
 pub use entities::{Chat, ChatCreated, Member, Message, MessageKind, User};
@@ -42,3 +43,4 @@ pub use publish_mode::{PublishMode, UnknownPublishMode};
 pub use read_marker::{ReadMarkerMode, UnknownReadMarkerMode};
 pub use strategy::{InsertStrategy, UnknownStrategy};
 pub use validation::{FieldError, ValidationErrors};
+pub use write_plan::{Recipients, RowsBy, Sending, WritePlan};

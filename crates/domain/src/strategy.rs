@@ -56,7 +56,7 @@ impl InsertStrategy {
 
     /// Whether only the blocking driver can run it (`copy`).
     pub const fn needs_blocking_driver(self) -> bool {
-        matches!(self, Self::Copy)
+        self.plan().rows.needs_blocking_driver()
     }
 
     /// The name used in env vars, headers, metrics labels and logs.

@@ -2,27 +2,28 @@
 //! sender, written in the message's transaction by the insert strategy.
 //!
 //! The rows are the same whatever the strategy; what differs is how they
-//! travel. `per_row`, `batch`, `unnest` and `copy` read the recipients
-//! first (one round trip) and send them back as N single-row INSERTs,
-//! multi-row INSERTs, one `unnest` INSERT, or one binary COPY; `single` lets the server fan out (one
-//! `INSERT ... SELECT FROM chat_members`), and `pipeline` sends that
-//! statement in one flight with the message's.
+//! travel, as the strategy's [`WritePlan`] says. `per_row`, `batch`,
+//! `unnest` and `copy` read the recipients first (one round trip) and send
+//! them back as rows ([`write_rows`]: N single-row INSERTs, multi-row
+//! INSERTs, one `unnest` INSERT, or one binary COPY); `single` lets the
+//! server fan out (one `INSERT ... SELECT FROM chat_members`), and
+//! `pipeline` sends that statement in one flight with the message's.
 
+use std::ops::Range;
+
+use diesel::pg::PgConnection;
 use diesel::prelude::*;
 use diesel::{ExecuteCopyFromDsl, QueryResult};
 use uuid::Uuid;
 
-use chatlab_domain::{InsertStrategy, UserId, fanout::mentions};
+use chatlab_domain::{Recipients, Sending, UserId, WritePlan, fanout::mentions};
 
-use crate::create_chat::{WriteCount, rows_per_statement};
 use crate::queries::{
     InsertInboxFromMembers, InsertInboxUnnest, InsertTalkIfMember, InsertTalkIfMemberLockingChat,
 };
+use crate::row_writes::{RowSet, WriteCount, write_rows};
 use crate::schema::{chat_members, inbox};
 use crate::session::{DbSession, Piped};
-
-/// Inbox rows per batch statement: 13,107 (five columns each).
-const INBOX_ROWS_PER_STATEMENT: usize = rows_per_statement(5);
 
 /// An `inbox` row (every field a value, none a DEFAULT, so a batch of them
 /// can go by COPY).
@@ -40,77 +41,97 @@ pub(crate) struct InboxRow {
     pub mentioned: bool,
 }
 
+/// One message's inbox rows, for recipients the application read.
+struct InboxRows {
+    chat_id: Uuid,
+    message_id: Uuid,
+    user_ids: Vec<Uuid>,
+    /// Whether the message mentions each recipient, in the same order.
+    mentioned: Vec<bool>,
+}
+
+impl InboxRows {
+    fn of(message: &InsertInboxFromMembers, user_ids: Vec<Uuid>) -> Self {
+        let mentioned = user_ids
+            .iter()
+            .map(|&u| mentions(&message.body, UserId::from_uuid(u)))
+            .collect();
+        Self {
+            chat_id: message.chat_id,
+            message_id: message.message_id,
+            user_ids,
+            mentioned,
+        }
+    }
+
+    fn rows(&self, range: Range<usize>) -> Vec<InboxRow> {
+        range
+            .map(|i| InboxRow {
+                user_id: self.user_ids[i],
+                chat_id: self.chat_id,
+                message_id: self.message_id,
+                read: false,
+                mentioned: self.mentioned[i],
+            })
+            .collect()
+    }
+}
+
+impl RowSet for InboxRows {
+    const TABLE: &'static str = "inbox";
+    const COLUMNS: usize = 5;
+
+    fn len(&self) -> usize {
+        self.user_ids.len()
+    }
+
+    fn insert_one(&self, i: usize) -> Piped {
+        let row = self.rows(i..i + 1).remove(0);
+        Piped::new(diesel::insert_into(inbox::table).values(row))
+    }
+
+    fn insert_values(&self, range: Range<usize>) -> Piped {
+        Piped::new(diesel::insert_into(inbox::table).values(self.rows(range)))
+    }
+
+    fn insert_unnest(&self) -> Piped {
+        Piped::new(InsertInboxUnnest {
+            chat_id: self.chat_id,
+            message_id: self.message_id,
+            user_ids: self.user_ids.clone(),
+            mentioned: self.mentioned.clone(),
+        })
+    }
+
+    fn copy(&self, c: &mut PgConnection) -> QueryResult<usize> {
+        diesel::copy_from(inbox::table)
+            .from_insertable(self.rows(0..self.len()))
+            .execute(c)
+    }
+}
+
 /// Writes the inbox rows of `message` (its server-side fan-out statement,
-/// which names the chat, the message, its sender and its text) by
-/// `strategy`; the caller holds the transaction and has locked the chat
-/// row, so the members read here stay the members until it commits.
-/// `pipeline` goes as `single` here: [`insert_fanned`] sends it in the
-/// message's flight.
+/// which names the chat, the message, its sender and its text) by `plan`:
+/// the server selects the recipients itself, or the application reads
+/// them and sends the rows the plan's way. The caller holds the
+/// transaction and has locked the chat row, so the members read here stay
+/// the members until it commits. A plan that sends one flight has
+/// [`insert_fanned`] send the server-side statement in the message's.
 pub(crate) async fn write_inbox(
     s: &mut DbSession,
     message: &InsertInboxFromMembers,
-    strategy: InsertStrategy,
+    plan: WritePlan,
 ) -> QueryResult<WriteCount> {
-    let row = |user_id: Uuid| InboxRow {
-        user_id,
-        chat_id: message.chat_id,
-        message_id: message.message_id,
-        read: false,
-        mentioned: mentions(&message.body, UserId::from_uuid(user_id)),
-    };
-    let mut count = WriteCount::default();
-    match strategy {
-        InsertStrategy::Single | InsertStrategy::Pipeline => {
-            count.rows += s.execute(message.clone()).await? as u64;
-            count.statements += 1;
-        }
-        InsertStrategy::PerRow => {
-            for user_id in recipients(s, message).await? {
-                count.rows += s
-                    .execute(diesel::insert_into(inbox::table).values(row(user_id)))
-                    .await? as u64;
-                count.statements += 1;
-            }
-        }
-        InsertStrategy::Batch => {
-            let rows: Vec<InboxRow> = recipients(s, message).await?.into_iter().map(row).collect();
-            for chunk in rows.chunks(INBOX_ROWS_PER_STATEMENT) {
-                count.rows += s
-                    .execute(diesel::insert_into(inbox::table).values(chunk))
-                    .await? as u64;
-                count.statements += 1;
-            }
-        }
-        InsertStrategy::Copy => {
-            let rows: Vec<InboxRow> = recipients(s, message).await?.into_iter().map(row).collect();
-            if !rows.is_empty() {
-                count.rows += s
-                    .copy_in("inbox", |c| {
-                        diesel::copy_from(inbox::table)
-                            .from_insertable(rows)
-                            .execute(c)
-                    })
-                    .await? as u64;
-                count.statements += 1;
-            }
-        }
-        InsertStrategy::Unnest => {
-            let user_ids = recipients(s, message).await?;
-            if !user_ids.is_empty() {
-                let mentioned = user_ids.iter().map(|&u| row(u).mentioned).collect();
-                count.rows += s
-                    .execute(InsertInboxUnnest {
-                        chat_id: message.chat_id,
-                        message_id: message.message_id,
-                        user_ids,
-                        mentioned,
-                    })
-                    .await? as u64;
-                count.statements += 1;
-            }
+    match plan.recipients {
+        Recipients::OnServer => Ok(WriteCount {
+            statements: 1,
+            rows: s.execute(message.clone()).await? as u64,
+        }),
+        Recipients::Fetched => {
+            let rows = InboxRows::of(message, recipients(s, message).await?);
+            write_rows(s, &rows, plan.rows).await
         }
     }
-    Ok(count)
 }
 
 /// The members of `message`'s chat but its sender: one round trip.
@@ -126,18 +147,18 @@ async fn recipients(s: &mut DbSession, message: &InsertInboxFromMembers) -> Quer
 
 /// A send that fans out on write, inside its transaction: the message
 /// (locking the chat row first, see [`InsertTalkIfMemberLockingChat`]),
-/// then its inbox rows by `strategy`; `pipeline` sends both statements in
-/// one flight. Returns the message rows inserted (0 when the sender is no
+/// then its inbox rows by `plan`; a plan that sends one flight and lets the
+/// server select the recipients sends both statements in one. Returns the message rows inserted (0 when the sender is no
 /// member, and then the caller rolls back whatever the flight wrote) and
 /// the inbox rows.
 pub(crate) async fn insert_fanned(
     s: &mut DbSession,
     insert: InsertTalkIfMember,
     message: &InsertInboxFromMembers,
-    strategy: InsertStrategy,
+    plan: WritePlan,
 ) -> QueryResult<(usize, WriteCount)> {
     let locking = InsertTalkIfMemberLockingChat(insert);
-    if strategy == InsertStrategy::Pipeline {
+    if (plan.sending, plan.recipients) == (Sending::OneFlight, Recipients::OnServer) {
         let flight = s
             .pipelined(vec![Piped::new(locking), Piped::new(message.clone())])
             .await?;
@@ -155,5 +176,5 @@ pub(crate) async fn insert_fanned(
     if inserted == 0 {
         return Ok((0, WriteCount::default()));
     }
-    Ok((inserted, write_inbox(s, message, strategy).await?))
+    Ok((inserted, write_inbox(s, message, plan).await?))
 }

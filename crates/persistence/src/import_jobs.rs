@@ -7,8 +7,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use std::ops::Range;
+
 use chrono::{DateTime, Utc};
 use diesel::ExecuteCopyFromDsl;
+use diesel::pg::PgConnection;
 use diesel::prelude::*;
 use futures_util::{FutureExt, StreamExt};
 use tracing::instrument;
@@ -17,23 +20,21 @@ use uuid::Uuid;
 use chatlab_domain::{
     ChatId, ChunkFailure, ChunkRange, Entity, ImportMembers, ImportMessages, ImportPlan,
     ImportReport, InsertStrategy, KeyClaim, MessageFanout, MessageKind, PublishMode,
-    RepositoryError, StoredResponse, UserId,
+    RepositoryError, RowsBy, StoredResponse, UserId,
 };
 
-use crate::create_chat::{WriteCount, insert_members, rows_per_statement};
+use crate::create_chat::Members;
 use crate::error_mapping::{name_unknown_users, query_err};
 use crate::idempotency::{self, Claimed};
 use crate::models::MessageRow;
 use crate::publish_plan::TxError;
 use crate::queries::{InsertImportedInbox, InsertMessagesUnnest};
 use crate::reads;
+use crate::row_writes::{RowSet, WriteCount, write_rows};
 use crate::schema::{chat_members, chats, messages};
-use crate::session::DbSession;
+use crate::session::{DbSession, Piped};
 use crate::store::PgStore;
 use crate::write_metrics::ImportKind;
-
-/// Message rows per batch statement: 9,362 (seven columns each).
-const MESSAGE_ROWS_PER_STATEMENT: usize = rows_per_statement(7);
 
 /// The rows of one job, shared by its chunks.
 enum Rows {
@@ -69,83 +70,68 @@ impl Rows {
         strategy: InsertStrategy,
     ) -> QueryResult<WriteCount> {
         let range = chunk.row_range();
+        let by = strategy.plan().rows;
         match self {
             Self::Members {
                 chat_id,
                 joined_at,
                 user_ids,
-            } => insert_members(s, *chat_id, &user_ids[range], *joined_at, strategy).await,
+            } => {
+                let members = Members {
+                    chat_id: *chat_id,
+                    joined_at: *joined_at,
+                    user_ids: user_ids[range].to_vec(),
+                };
+                write_rows(s, &members, by).await
+            }
             Self::Messages(rows, MessageFanout::None) => {
-                insert_messages(s, &rows[range], strategy).await
+                write_rows(s, &MessageRows(&rows[range]), by).await
             }
             Self::Messages(rows, MessageFanout::Inbox) => {
-                insert_messages_fanned(s, &rows[range], strategy).await
+                insert_messages_fanned(s, &rows[range], by).await
             }
         }
     }
 }
 
-/// Inserts message rows by `strategy`.
-async fn insert_messages(
-    s: &mut DbSession,
-    rows: &[MessageRow],
-    strategy: InsertStrategy,
-) -> QueryResult<WriteCount> {
-    let mut count = WriteCount::default();
-    match strategy {
-        InsertStrategy::PerRow => {
-            for row in rows {
-                count.rows += s
-                    .execute(diesel::insert_into(messages::table).values(row))
-                    .await? as u64;
-                count.statements += 1;
-            }
-        }
-        InsertStrategy::Batch => {
-            for part in rows.chunks(MESSAGE_ROWS_PER_STATEMENT) {
-                count.rows += s
-                    .execute(diesel::insert_into(messages::table).values(part))
-                    .await? as u64;
-                count.statements += 1;
-            }
-        }
-        InsertStrategy::Copy => {
-            if rows.is_empty() {
-                return Ok(count);
-            }
-            let rows = rows.to_vec();
-            count.rows += s
-                .copy_in("messages", |c| {
-                    diesel::copy_from(messages::table)
-                        .from_insertable(rows)
-                        .execute(c)
-                })
-                .await? as u64;
-            count.statements += 1;
-        }
-        // A job has no chat row to write with them: `single` and `pipeline`
-        // write its rows as `unnest` does (each chunk is one statement, so
-        // there is nothing to pipeline).
-        InsertStrategy::Unnest | InsertStrategy::Single | InsertStrategy::Pipeline => {
-            let Some(first) = rows.first() else {
-                return Ok(count);
-            };
-            count.rows += s
-                .execute(InsertMessagesUnnest {
-                    chat_id: first.chat_id,
-                    ids: rows.iter().map(|r| r.id).collect(),
-                    sender_ids: rows.iter().filter_map(|r| r.sender_id).collect(),
-                    bodies: rows.iter().map(|r| r.body.clone()).collect(),
-                    created_at: rows.iter().map(|r| r.created_at).collect(),
-                })
-                .await? as u64;
-            count.statements += 1;
-        }
+/// An import chunk's message rows, all of one chat.
+struct MessageRows<'a>(&'a [MessageRow]);
+
+impl RowSet for MessageRows<'_> {
+    const TABLE: &'static str = "messages";
+    const COLUMNS: usize = 7;
+
+    fn len(&self) -> usize {
+        self.0.len()
     }
-    Ok(count)
+
+    fn insert_one(&self, i: usize) -> Piped {
+        Piped::new(diesel::insert_into(messages::table).values(self.0[i].clone()))
+    }
+
+    fn insert_values(&self, range: Range<usize>) -> Piped {
+        Piped::new(diesel::insert_into(messages::table).values(self.0[range].to_vec()))
+    }
+
+    fn insert_unnest(&self) -> Piped {
+        let rows = self.0;
+        Piped::new(InsertMessagesUnnest {
+            chat_id: rows.first().map_or_else(Uuid::nil, |r| r.chat_id),
+            ids: rows.iter().map(|r| r.id).collect(),
+            sender_ids: rows.iter().filter_map(|r| r.sender_id).collect(),
+            bodies: rows.iter().map(|r| r.body.clone()).collect(),
+            created_at: rows.iter().map(|r| r.created_at).collect(),
+        })
+    }
+
+    fn copy(&self, c: &mut PgConnection) -> QueryResult<usize> {
+        diesel::copy_from(messages::table)
+            .from_insertable(self.0.to_vec())
+            .execute(c)
+    }
 }
 
-/// Inserts message rows by `strategy` with their inbox rows (every member
+/// Inserts message rows by `by` with their inbox rows (every member
 /// but each message's sender), after a share lock on the chat row that
 /// keeps membership changes out until the chunk commits, as a send does.
 /// The inbox rows go in one statement whatever the strategy; the count is
@@ -153,7 +139,7 @@ async fn insert_messages(
 async fn insert_messages_fanned(
     s: &mut DbSession,
     rows: &[MessageRow],
-    strategy: InsertStrategy,
+    by: RowsBy,
 ) -> QueryResult<WriteCount> {
     let Some(first) = rows.first() else {
         return Ok(WriteCount::default());
@@ -166,7 +152,7 @@ async fn insert_messages_fanned(
             .for_share(),
     )
     .await?;
-    let count = insert_messages(s, rows, strategy).await?;
+    let count = write_rows(s, &MessageRows(rows), by).await?;
     s.execute(InsertImportedInbox {
         chat_id,
         ids: rows.iter().map(|r| r.id).collect(),

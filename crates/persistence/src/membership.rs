@@ -14,19 +14,19 @@ use diesel::result::{DatabaseErrorKind, Error as DieselError};
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use tracing::instrument;
-use uuid::Uuid;
 
 use chatlab_domain::{
     AddMembers, ChatId, Entity, Event, InsertStrategy, KeyClaim, Keyed, MessageId, MessageKind,
     PublishMode, RemoveMember, RepositoryError, TransferOwnership, UserId,
 };
 
-use crate::create_chat::insert_members;
+use crate::create_chat::Members;
 use crate::error_mapping::{name_unknown_users, query_err};
 use crate::idempotency::{self, Claimed};
 use crate::models::MessageRow;
 use crate::publish_plan::{PublishPlan, TxError};
 use crate::reads;
+use crate::row_writes::write_rows;
 use crate::schema::{chat_members, chats, inbox, messages};
 use crate::session::DbSession;
 use crate::store::PgStore;
@@ -112,8 +112,12 @@ async fn add_members_work(
             if owner != command.actor_id {
                 return Err(not_the_owner(chat_id, command.actor_id));
             }
-            let ids: Vec<Uuid> = command.user_ids.iter().map(|id| id.as_uuid()).collect();
-            insert_members(s, chat_id.as_uuid(), &ids, command.created_at, strategy).await?;
+            let members = Members {
+                chat_id: chat_id.as_uuid(),
+                joined_at: command.created_at,
+                user_ids: command.user_ids.iter().map(|id| id.as_uuid()).collect(),
+            };
+            write_rows(s, &members, strategy.plan().rows).await?;
             let change = Change {
                 chat_id,
                 message_id: command.message_id,

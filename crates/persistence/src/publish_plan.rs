@@ -115,11 +115,6 @@ impl PublishPlan {
         Some(outbox_row(event))
     }
 
-    /// The statements [`Self::before_commit`] sends: one in outbox mode.
-    pub(crate) fn statements_before_commit(&self) -> u64 {
-        u64::from(self.writes_outbox())
-    }
-
     /// Whether the write carries an outbox row.
     fn writes_outbox(&self) -> bool {
         self.mode == PublishMode::Outbox && self.event.is_some()

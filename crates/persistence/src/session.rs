@@ -110,6 +110,9 @@ pub struct DbSession {
     /// Statements run and rows they touched, for the transaction spans.
     statements: u64,
     rows: u64,
+    /// Round trips to the server: every statement, BEGIN and COMMIT its
+    /// own, a pipelined flight one.
+    round_trips: u64,
 }
 
 impl DbSession {
@@ -128,6 +131,7 @@ impl DbSession {
             span: tracing::Span::none(),
             statements: 0,
             rows: 0,
+            round_trips: 0,
         }
     }
 
@@ -142,6 +146,18 @@ impl DbSession {
     pub(crate) fn count(&mut self, statements: u64, rows: u64) {
         self.statements += statements;
         self.rows += rows;
+    }
+
+    /// Counts `n` round trips.
+    pub(crate) fn travelled(&mut self, n: u64) {
+        self.round_trips += n;
+    }
+
+    /// Round trips this session has made so far: the one place a write's
+    /// round trips are counted (each statement, BEGIN, COMMIT and ROLLBACK
+    /// one, a pipelined flight one, a COPY one).
+    pub(crate) fn round_trips(&self) -> u64 {
+        self.round_trips
     }
 
     /// How long this session has held its connection.
@@ -163,6 +179,7 @@ impl DbSession {
         .instrument(span.clone())
         .await;
         spans::outcome(&span, &result, |n| *n);
+        self.travelled(1);
         self.count(1, result.as_ref().map_or(0, |n| *n as u64));
         result
     }
@@ -189,6 +206,7 @@ impl DbSession {
                 c => copy(c))
         });
         spans::outcome(&span, &result, |n| *n);
+        self.travelled(1);
         self.count(1, result.as_ref().map_or(0, |n| *n as u64));
         result
     }
@@ -208,6 +226,7 @@ impl DbSession {
         .instrument(span.clone())
         .await;
         spans::returned(&span, &result);
+        self.travelled(1);
         self.count(1, result.as_ref().map_or(0, |r| r.len() as u64));
         result
     }
@@ -237,6 +256,7 @@ impl DbSession {
     /// manager (which keeps its own account of the transaction), in a span
     /// of its own.
     async fn control(&mut self, op: Control) -> QueryResult<()> {
+        self.travelled(1);
         let span = spans::statement();
         if !span.is_disabled() {
             spans::describe(&span, op.sql());

@@ -12,14 +12,13 @@ use tracing::instrument;
 use chatlab_domain::{
     Chat, ChatCreated, ChatId, CreateChat, Entity, Event, EventBody, EventPublisher,
     InsertStrategy, KeyClaim, Keyed, Member, Message, MessageFanout, MessageId, NewUser, Page,
-    PageRequest, PublishMode, ReadMarkerMode, RepositoryError, SendMessage, User, UserId,
+    PageRequest, PublishMode, ReadMarkerMode, RepositoryError, SendMessage, Sending, User, UserId,
 };
 use tokio::sync::Notify;
 
 use crate::config::DbConfig;
 use crate::create_chat::{
-    ChatWrite, WriteCount, create_chat_inner, create_chat_single, pipeline_statements,
-    pipeline_write, rows_per_statement,
+    ChatWrite, create_chat_inner, create_chat_single, pipeline_statements, pipeline_write,
 };
 use crate::database::Database;
 use crate::error_mapping::{name_unknown_users, query_err};
@@ -31,12 +30,13 @@ use crate::publish_plan::{PublishPlan, TxError};
 use crate::queries::{InsertInboxFromMembers, InsertTalkIfMember};
 use crate::read_markers::{MarkerMetrics, ReadMarkers};
 use crate::reads;
+use crate::row_writes::WriteCount;
 use crate::schema::users;
 use crate::session::DbSession;
 use crate::write_metrics::WriteMetrics;
 
 /// Users per multi-row INSERT in bulk creation (three columns each).
-const USER_ROWS_PER_STATEMENT: usize = rows_per_statement(3);
+const USER_ROWS_PER_STATEMENT: usize = chatlab_domain::write_plan::rows_per_statement(3);
 
 /// The PostgreSQL store: its connections (by driver and pooling), the
 /// event publisher and the write-path metrics.
@@ -227,10 +227,11 @@ impl PgStore {
     }
 }
 
-/// createChat's unit of work: the transaction, and on a foreign-key
-/// violation the query that names the unknown users. A keyed write claims
-/// its key first, inside the transaction, so even `single` and `pipeline`
-/// open one then.
+/// createChat's unit of work: the transaction where the strategy's plan
+/// needs one, and on a foreign-key violation the query that names the
+/// unknown users. A keyed write claims its key first, inside the
+/// transaction, so even one statement or one flight opens one then. The
+/// round trips are the session's count over the work.
 async fn create_chat_work(
     s: &mut DbSession,
     command: &CreateChat,
@@ -240,47 +241,41 @@ async fn create_chat_work(
     retention: Duration,
 ) -> Result<Keyed<Written>, RepositoryError> {
     let Route { strategy, mode } = route;
-    let on_its_own = !plan.needs_open_transaction() && key.is_none();
-    let outcome = match strategy {
+    let write_plan = strategy.plan();
+    let shared = plan.needs_open_transaction() || key.is_some();
+    let trips_before = s.round_trips();
+    let outcome = match write_plan.sending {
         // One statement, its own transaction: the outbox row rides in it.
-        InsertStrategy::Single if on_its_own => {
+        Sending::OneStatement if !write_plan.needs_own_transaction(shared) => {
             create_chat_single(s, command, mode, plan.outbox_row())
                 .await
                 .map(Keyed::Fresh)
                 .map_err(TxError::Db)
         }
         // BEGIN to COMMIT in one flight, the outbox row among them.
-        InsertStrategy::Pipeline if on_its_own => s
+        Sending::OneFlight if !write_plan.needs_own_transaction(shared) => s
             .pipelined_transaction(pipeline_statements(command, mode, plan.outbox_row()))
             .await
             .map(|pipelined| Keyed::Fresh(pipeline_write(&pipelined)))
             .map_err(TxError::Db),
         _ => {
             s.transaction(async |s| {
-                let claimed = match key {
-                    Some(key) => Some(idempotency::claim(s, key, retention).await?),
-                    None => None,
-                };
-                if let Some(Claimed::Replay(response)) = claimed {
+                if let Some(key) = key
+                    && let Claimed::Replay(response) = idempotency::claim(s, key, retention).await?
+                {
                     return Ok(Keyed::Replayed(response));
                 }
-                let body = create_chat_inner(s, command, strategy, mode).await?;
+                let count = create_chat_inner(s, command, strategy, mode).await?;
                 plan.before_commit(s).await?;
-                Ok::<_, TxError>(Keyed::Fresh(ChatWrite {
-                    count: body.count,
-                    // BEGIN, the key's claim, the body, the outbox row, COMMIT.
-                    round_trips: body.round_trips
-                        + u64::from(claimed.is_some())
-                        + plan.statements_before_commit()
-                        + 2,
-                }))
+                Ok::<_, TxError>(Keyed::Fresh(count))
             })
             .await
         }
     };
+    let round_trips = s.round_trips() - trips_before;
     match outcome {
-        Ok(Keyed::Fresh(write)) => Ok(Keyed::Fresh(Written {
-            write,
+        Ok(Keyed::Fresh(count)) => Ok(Keyed::Fresh(Written {
+            write: ChatWrite { count, round_trips },
             held: s.held_for(),
         })),
         Ok(Keyed::Replayed(response)) => Ok(Keyed::Replayed(response)),
@@ -466,7 +461,7 @@ async fn send_message_work(
                 let (inserted, inbox) = match fanned {
                     None => (s.execute(insert).await?, WriteCount::default()),
                     Some((message, strategy)) => {
-                        insert_fanned(s, insert, message, strategy).await?
+                        insert_fanned(s, insert, message, strategy.plan()).await?
                     }
                 };
                 if inserted == 1 {

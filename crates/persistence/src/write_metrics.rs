@@ -192,7 +192,7 @@ impl WriteMetrics {
         kind: ImportKind,
         strategy: InsertStrategy,
         committed: bool,
-        count: crate::create_chat::WriteCount,
+        count: crate::row_writes::WriteCount,
     ) {
         self.import_chunks
             .get_or_create(&ImportChunkLabel {

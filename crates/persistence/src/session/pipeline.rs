@@ -96,14 +96,12 @@ impl Piped {
     }
 }
 
-/// What a pipeline did: the rows each statement affected, in order, and
-/// the round trips it cost (BEGIN and COMMIT included where it sent them).
+/// What a pipeline did: the rows each statement affected, in order (the
+/// session counts its round trips, [`DbSession::round_trips`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pipelined {
     /// Rows each statement affected, in order.
     pub rows: Vec<usize>,
-    /// Round trips it cost.
-    pub round_trips: u64,
 }
 
 impl DbSession {
@@ -122,10 +120,8 @@ impl DbSession {
                     .into_iter()
                     .collect::<QueryResult<_>>()?;
                 self.count(count, rows.iter().sum::<usize>() as u64);
-                Ok(Pipelined {
-                    rows,
-                    round_trips: 1,
-                })
+                self.travelled(1);
+                Ok(Pipelined { rows })
             }
             None => {
                 let mut rows = Vec::with_capacity(statements.len());
@@ -133,10 +129,7 @@ impl DbSession {
                     rows.push(self.run_one(statement).await?);
                 }
                 self.count(count, rows.iter().sum::<usize>() as u64);
-                Ok(Pipelined {
-                    rows,
-                    round_trips: count,
-                })
+                Ok(Pipelined { rows })
             }
         }
     }
@@ -163,11 +156,9 @@ impl DbSession {
         let count = statements.len() as u64;
         let before = self.counts();
         let Some(conn) = self.async_conn() else {
-            let mut pipelined = self
+            return self
                 .transaction(async |s| s.pipelined(statements).await)
-                .await?;
-            pipelined.round_trips = count + 2;
-            return Ok(pipelined);
+                .await;
         };
         let span = spans::transaction();
         let sent: QueryResult<Vec<usize>> = async {
@@ -188,18 +179,25 @@ impl DbSession {
         }
         .instrument(span.clone())
         .await;
+        self.travelled(1);
         if let Ok(rows) = &sent {
             self.count(count, rows.iter().sum::<usize>() as u64);
         }
         self.close_transaction_span(&span, before, sent.is_ok());
-        Ok(Pipelined {
-            rows: sent?,
-            round_trips: 1,
-        })
+        Ok(Pipelined { rows: sent? })
+    }
+
+    /// Runs one erased statement (a multi-row write's, see
+    /// [`crate::row_writes`]) and waits for its answer: one round trip.
+    pub(crate) async fn run(&mut self, statement: Piped) -> QueryResult<usize> {
+        let result = self.run_one(statement).await;
+        self.count(1, result.as_ref().map_or(0, |n| *n as u64));
+        result
     }
 
     /// Runs one statement to its end on this session's connection.
     async fn run_one(&mut self, statement: Piped) -> QueryResult<usize> {
+        self.travelled(1);
         let span = statement.0.span();
         let result = async {
             on_conn!(self,

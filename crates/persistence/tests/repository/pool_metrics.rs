@@ -1,4 +1,4 @@
-use chatlab_domain::{InsertStrategy, PublishMode};
+use chatlab_domain::{IdempotencyKey, InsertStrategy, KeyClaim, PublishMode, StoredResponse};
 use prometheus_client::encoding::text::encode;
 
 use crate::support::{command, fixture, seed_users};
@@ -108,10 +108,13 @@ async fn batch_and_unnest_send_three_statements_for_fifty_members() {
     }
 }
 
-/// Round trips per committed createChat of 50 members: BEGIN, each
-/// statement, the outbox row, COMMIT; `single` is one statement on its own,
-/// its outbox row inside it; `pipeline` is one flight on the async driver,
-/// and on the blocking driver (no pipeline) unnest's round trips.
+/// Round trips per committed createChat of 50 members, as the session
+/// counts them: BEGIN, each statement, the outbox row, COMMIT; `single` is
+/// one statement on its own, its outbox row inside it; `pipeline` is one
+/// flight on the async driver, and on the blocking driver (no pipeline)
+/// unnest's round trips; `copy` (blocking only) sends its member rows as
+/// one COPY. Under an idempotency key even one statement or one flight is
+/// wrapped in a transaction that claims the key first.
 #[tokio::test]
 async fn round_trips_are_counted_per_strategy_and_mode() {
     let f = fixture().await;
@@ -125,33 +128,69 @@ async fn round_trips_are_counted_per_strategy_and_mode() {
         )
         .unwrap_or(0.0)
     };
-    let piped = |on_async: f64, on_blocking: f64| match chatlab_testdb::driver() {
-        chatlab_persistence::Driver::Async => on_async,
-        chatlab_persistence::Driver::Blocking => on_blocking,
+    let on_async = chatlab_testdb::driver() == chatlab_persistence::Driver::Async;
+    let piped = |on_async_driver: f64, on_blocking: f64| {
+        if on_async {
+            on_async_driver
+        } else {
+            on_blocking
+        }
     };
-    for (strategy, mode, expected) in [
-        (InsertStrategy::PerRow, PublishMode::Off, 54.0),
-        (InsertStrategy::Batch, PublishMode::Off, 5.0),
-        (InsertStrategy::Unnest, PublishMode::Off, 5.0),
-        (InsertStrategy::Single, PublishMode::Off, 1.0),
-        (InsertStrategy::Batch, PublishMode::Outbox, 6.0),
-        (InsertStrategy::Single, PublishMode::Outbox, 1.0),
-        (InsertStrategy::Pipeline, PublishMode::Off, piped(1.0, 5.0)),
+    let mut cases = vec![
+        (InsertStrategy::PerRow, PublishMode::Off, false, 54.0),
+        (InsertStrategy::Batch, PublishMode::Off, false, 5.0),
+        (InsertStrategy::Unnest, PublishMode::Off, false, 5.0),
+        (InsertStrategy::Single, PublishMode::Off, false, 1.0),
+        (InsertStrategy::Batch, PublishMode::Outbox, false, 6.0),
+        (InsertStrategy::Single, PublishMode::Outbox, false, 1.0),
+        (
+            InsertStrategy::Pipeline,
+            PublishMode::Off,
+            false,
+            piped(1.0, 5.0),
+        ),
         (
             InsertStrategy::Pipeline,
             PublishMode::Outbox,
+            false,
             piped(1.0, 6.0),
         ),
-    ] {
+        // BEGIN, the key's claim, the statement, COMMIT.
+        (InsertStrategy::Single, PublishMode::Off, true, 4.0),
+        // BEGIN, the claim, the flight (or unnest's three), the outbox row, COMMIT.
+        (
+            InsertStrategy::Pipeline,
+            PublishMode::Outbox,
+            true,
+            piped(5.0, 7.0),
+        ),
+        (InsertStrategy::Unnest, PublishMode::Off, true, 6.0),
+    ];
+    if !on_async {
+        cases.push((InsertStrategy::Copy, PublishMode::Off, false, 5.0));
+        cases.push((InsertStrategy::Copy, PublishMode::Outbox, true, 7.0));
+    }
+    for (n, (strategy, mode, keyed, expected)) in cases.into_iter().enumerate() {
+        let key = keyed.then(|| KeyClaim {
+            user_id: users[0],
+            key: IdempotencyKey::parse(&format!("round-trips-{n}")).unwrap(),
+            fingerprint: vec![n as u8],
+            response: StoredResponse {
+                status: 201,
+                body: "{}".into(),
+            },
+        });
         let before = round_trips(strategy);
-        f.store
-            .create_chat(command("room", users[0], &users[1..]), strategy, mode)
+        let created = f
+            .store
+            .create_chat_keyed(command("room", users[0], &users[1..]), strategy, mode, key)
             .await
             .unwrap();
+        assert!(created.fresh().is_some(), "{strategy} {mode} keyed {keyed}");
         assert_eq!(
             round_trips(strategy) - before,
             expected,
-            "{strategy} {mode}"
+            "{strategy} {mode} keyed {keyed}"
         );
     }
 }

@@ -1,0 +1,116 @@
+//! One path for every multi-row write: a set of rows of one table
+//! ([`RowSet`]: member rows, inbox rows, an import chunk's messages) sent
+//! the way a strategy's plan says ([`RowsBy`], see
+//! [`chatlab_domain::WritePlan`]).
+//!
+//! Each table says how its rows look in each shape; [`write_rows`] is the
+//! one place that decides which shape goes, so a new way of sending rows is
+//! one arm here and one method per table (which the trait asks of each).
+
+use std::ops::Range;
+
+use diesel::QueryResult;
+use diesel::pg::PgConnection;
+
+use chatlab_domain::RowsBy;
+use chatlab_domain::write_plan::rows_per_statement;
+
+use crate::session::{DbSession, Piped};
+
+/// What a write sent: INSERT (or COPY) statements and rows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct WriteCount {
+    pub statements: u64,
+    pub rows: u64,
+}
+
+impl WriteCount {
+    /// Both counts summed.
+    pub(crate) fn add(self, other: WriteCount) -> WriteCount {
+        WriteCount {
+            statements: self.statements + other.statements,
+            rows: self.rows + other.rows,
+        }
+    }
+}
+
+/// Rows of one table, in every shape a strategy may send them.
+pub(crate) trait RowSet: Sync {
+    /// The table, as a COPY's span names it.
+    const TABLE: &'static str;
+    /// Columns per row: a VALUES statement carries at most
+    /// `65,535 / COLUMNS` rows.
+    const COLUMNS: usize;
+
+    /// How many rows.
+    fn len(&self) -> usize;
+    /// The single-row INSERT of row `i`.
+    fn insert_one(&self, i: usize) -> Piped;
+    /// One multi-row `INSERT ... VALUES` of the rows in `range`.
+    fn insert_values(&self, range: Range<usize>) -> Piped;
+    /// Every row in one `INSERT ... SELECT FROM unnest(...)`.
+    fn insert_unnest(&self) -> Piped;
+    /// Every row by one binary COPY on the blocking driver's connection.
+    fn copy(&self, c: &mut PgConnection) -> QueryResult<usize>;
+}
+
+/// Writes `rows` by `by` (the caller holds the transaction); nothing is
+/// sent for no rows.
+pub(crate) async fn write_rows<R: RowSet>(
+    s: &mut DbSession,
+    rows: &R,
+    by: RowsBy,
+) -> QueryResult<WriteCount> {
+    let n = rows.len();
+    let mut count = WriteCount::default();
+    if n == 0 {
+        return Ok(count);
+    }
+    let mut sent = |written: usize| {
+        count.rows += written as u64;
+        count.statements += 1;
+    };
+    match by {
+        // A fixed shape: diesel prepares it once per connection, so each
+        // row costs a Bind/Execute round trip, not a parse and plan.
+        RowsBy::EachRow => {
+            for i in 0..n {
+                sent(s.run(rows.insert_one(i)).await?);
+            }
+        }
+        // Chunked under PostgreSQL's 65,535 bind parameters.
+        RowsBy::Values => {
+            let per = rows_per_statement(R::COLUMNS);
+            for start in (0..n).step_by(per) {
+                sent(s.run(rows.insert_values(start..n.min(start + per))).await?);
+            }
+        }
+        RowsBy::Unnest => sent(s.run(rows.insert_unnest()).await?),
+        RowsBy::Copy => sent(s.copy_in(R::TABLE, |c| rows.copy(c)).await?),
+    }
+    Ok(count)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_add_up() {
+        let a = WriteCount {
+            statements: 2,
+            rows: 2,
+        };
+        let b = WriteCount {
+            statements: 1,
+            rows: 50,
+        };
+        assert_eq!(
+            a.add(b),
+            WriteCount {
+                statements: 3,
+                rows: 52
+            }
+        );
+    }
+}
