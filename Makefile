@@ -129,7 +129,10 @@ TRACING_VARIANTS := --variant off --variant otlp-1pct:$(OTEL_SAMPLED)=0.01 --var
 # it fails when an invariant breaks.
 FAULT_ENV := --env DB_POOL_ACQUIRE_TIMEOUT_MS=2000 --env DB_STATEMENT_TIMEOUT_MS=5000 \
     --env KAFKA_SEND_TIMEOUT_MS=3000 --env HTTP_SHUTDOWN_TIMEOUT_SECS=10
-FAULT_DB_VARIANTS := async-pool:DB_DRIVER=async,async-shared:DB_DRIVER=async+DB_POOL_LAYOUT=shared,async-nopool:DB_DRIVER=async+DB_POOL=off,blocking-pool:DB_DRIVER=blocking,blocking-nopool:DB_DRIVER=blocking+DB_POOL=off,async-inbox:DB_DRIVER=async+MESSAGE_FANOUT=inbox,blocking-inbox-copy:DB_DRIVER=blocking+MESSAGE_FANOUT=inbox+CHAT_INSERT_STRATEGY=copy
+# A fifth of fault-db's requests move read markers (READ_MARKER_MODE=direct
+# unless a variant names log or coalesced, both with inbox rows to flag).
+FAULT_DB_VARIANTS := async-pool:DB_DRIVER=async,async-shared:DB_DRIVER=async+DB_POOL_LAYOUT=shared,async-nopool:DB_DRIVER=async+DB_POOL=off,blocking-pool:DB_DRIVER=blocking,blocking-nopool:DB_DRIVER=blocking+DB_POOL=off,async-inbox:DB_DRIVER=async+MESSAGE_FANOUT=inbox,blocking-inbox-copy:DB_DRIVER=blocking+MESSAGE_FANOUT=inbox+CHAT_INSERT_STRATEGY=copy,markers-log:DB_DRIVER=async+MESSAGE_FANOUT=inbox+READ_MARKER_MODE=log,markers-coalesced:DB_DRIVER=async+MESSAGE_FANOUT=inbox+READ_MARKER_MODE=coalesced
+FAULT_DB_MARK_SHARE ?= 0.2
 # The server faults, with messages fanned out to inbox rows and without.
 FAULT_SERVER_VARIANTS := async-pool:DB_DRIVER=async,async-inbox:DB_DRIVER=async+MESSAGE_FANOUT=inbox
 FAULT_MODES := in_tx_await,in_tx_enqueue,after_commit,outbox
@@ -341,9 +344,9 @@ events-stress: ## The event tests RUNS= times (default 50) beside a busy core an
 	DATABASE_URL=$(DATABASE_ADMIN_URL) KAFKA_TEST_BROKERS=$(KAFKA_TEST_BROKERS) RUNS=$(RUNS) BUSY=1 PRODUCE=1 \
 	    TANSU_BIN=$$(scripts/ensure-tansu.sh --print-bin) scripts/stress-event-tests.sh
 
-fault-db: load-build ## PostgreSQL restarted, its sessions terminated, stopped for a while: per driver, pooling and pool layout
+fault-db: load-build ## PostgreSQL restarted, its sessions terminated, stopped for a while: per driver, pooling, pool layout, fan-out and read-marker mode
 	scripts/fault.sh fault-db --faults db-restart,db-terminate,db-stop --variants $(FAULT_DB_VARIANTS) \
-	    $(FAULT_ENV) --latency-bound 8s $(FAULT_ARGS) $(FAULT_DOWN)
+	    --mark-share $(FAULT_DB_MARK_SHARE) $(FAULT_ENV) --latency-bound 8s $(FAULT_ARGS) $(FAULT_DOWN)
 
 # When deliveries time out, librdkafka bumps its producer epoch, and tansu
 # 0.6's SQLite engine panics on the first produce with the bumped epoch

@@ -43,6 +43,13 @@ pub struct RowChecks {
     /// member but the sender: a fan-out half done (with `none` a message
     /// has none; with `inbox`, all).
     pub messages_inbox_partial: u64,
+    /// Read-marker moves answered 200.
+    pub marks_acked: u64,
+    /// Moves answered 200 whose marker the database does not hold at or
+    /// past the message they marked read (the member row and the marker
+    /// log both read, as every read of the server takes the newer): a move
+    /// acknowledged and lost, or a marker moved back.
+    pub marks_lost: u64,
 }
 
 /// Checks every acknowledged write of `requests` against the database, and
@@ -57,8 +64,22 @@ pub fn check_rows(
 ) -> Result<RowChecks, LoadError> {
     let mut sql = String::from(
         "CREATE TEMP TABLE acked_chats (id uuid PRIMARY KEY);\n\
-         CREATE TEMP TABLE acked_messages (id uuid PRIMARY KEY);\n",
+         CREATE TEMP TABLE acked_messages (id uuid PRIMARY KEY);\n\
+         CREATE TEMP TABLE acked_marks (chat_id uuid, user_id uuid, up_to uuid);\n",
     );
+    let marks: Vec<_> = requests
+        .iter()
+        .filter(|r| r.op == Op::Mark && r.acknowledged())
+        .filter_map(|r| r.mark)
+        .collect();
+    for chunk in marks.chunks(5_000) {
+        sql.push_str("INSERT INTO acked_marks VALUES ");
+        for (i, m) in chunk.iter().enumerate() {
+            let sep = if i == 0 { "" } else { "," };
+            let _ = write!(sql, "{sep}('{}','{}','{}')", m.chat, m.reader, m.up_to);
+        }
+        sql.push_str(";\n");
+    }
     let mut acked_without_id = 0;
     for (op, table) in [(Op::Create, "acked_chats"), (Op::Send, "acked_messages")] {
         let ids: Vec<Uuid> = requests
@@ -106,7 +127,13 @@ pub fn check_rows(
          (SELECT coalesce(sum(n - 1), 0) FROM \
              (SELECT count(*) AS n FROM chats c WHERE {of_run} GROUP BY c.name) AS copies), \
          (SELECT count(*) FROM run_messages WHERE rows > 0), \
-         (SELECT count(*) FROM run_messages WHERE rows > 0 AND rows <> recipients);"
+         (SELECT count(*) FROM run_messages WHERE rows > 0 AND rows <> recipients), \
+         (SELECT count(*) FROM acked_marks), \
+         (SELECT count(*) FROM acked_marks a LEFT JOIN chat_members cm \
+             ON cm.chat_id = a.chat_id AND cm.user_id = a.user_id \
+             WHERE coalesce(GREATEST(cm.read_up_to, (SELECT l.up_to FROM read_marker_log l \
+                 WHERE l.chat_id = a.chat_id AND l.user_id = a.user_id \
+                 ORDER BY l.up_to DESC LIMIT 1)) >= a.up_to, false) = false);"
     );
     let out = db.psql(&sql)?;
     let figures: Vec<u64> = out
@@ -127,6 +154,8 @@ pub fn check_rows(
         chats_duplicated,
         messages_fanned,
         messages_inbox_partial,
+        marks_acked,
+        marks_lost,
     ] = figures[..]
     else {
         return Err(LoadError::Database(format!("unexpected answer {out:?}")));
@@ -141,6 +170,8 @@ pub fn check_rows(
         chats_duplicated,
         messages_fanned,
         messages_inbox_partial,
+        marks_acked,
+        marks_lost,
     })
 }
 

@@ -252,6 +252,10 @@ pub fn broken_invariants(cell: &CellFigures, fault: Fault, latency_bound: Durati
             rows.messages_inbox_partial,
             "messages with part of their inbox rows",
         ),
+        (
+            rows.marks_lost,
+            "acknowledged read-marker moves lost or moved back",
+        ),
         (rows.acked_without_id, "201 answers without an id"),
         (cell.failed.get("500").copied().unwrap_or(0), "answers 500"),
         (
@@ -477,6 +481,7 @@ mod tests {
             retries: 0,
             replayed: false,
             id: None,
+            mark: None,
         }
     }
 
@@ -561,6 +566,21 @@ mod tests {
         assert_eq!(
             broken_invariants(&cell, Fault::None, Duration::from_secs(1)),
             vec!["1 events lost in outbox".to_owned()]
+        );
+    }
+
+    #[test]
+    fn a_lost_marker_move_breaks_the_run() {
+        let mut cell = CellFigures {
+            outbox_drained_after: Some(Duration::ZERO),
+            ..CellFigures::default()
+        };
+        cell.rows.marks_acked = 40;
+        assert!(broken_invariants(&cell, Fault::DbStop, Duration::from_secs(7)).is_empty());
+        cell.rows.marks_lost = 2;
+        assert_eq!(
+            broken_invariants(&cell, Fault::DbStop, Duration::from_secs(7)),
+            vec!["2 acknowledged read-marker moves lost or moved back".to_owned()]
         );
     }
 

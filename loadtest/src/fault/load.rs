@@ -1,10 +1,11 @@
-//! The fault experiments' load: an open model of createChat and sendMessage
-//! that keeps, for every request, when it was sent, how it ended and the id
-//! of what it wrote, so that the invariants can be checked against the
-//! database afterwards.
+//! The fault experiments' load: an open model of createChat, sendMessage
+//! and read-marker moves that keeps, for every request, when it was sent,
+//! how it ended and the id of what it wrote (or the marker it moved), so
+//! that the invariants can be checked against the database afterwards.
 
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use reqwest::header::{AUTHORIZATION, HeaderValue};
@@ -23,6 +24,20 @@ pub enum Op {
     Create,
     /// `POST /v1/chats/{id}/messages`.
     Send,
+    /// `POST /v1/chats/{id}/read`: a member's read marker moved to the
+    /// newest message of the chat the load has seen acknowledged.
+    Mark,
+}
+
+/// A read-marker move: whose marker, in which chat, up to which message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mark {
+    /// The chat.
+    pub chat: Uuid,
+    /// The member who read.
+    pub reader: Uuid,
+    /// The message read up to.
+    pub up_to: Uuid,
 }
 
 /// How a request ended.
@@ -67,12 +82,15 @@ pub struct Request {
     pub replayed: bool,
     /// The id the server answered with a 201.
     pub id: Option<Uuid>,
+    /// The marker a [`Op::Mark`] moved.
+    pub mark: Option<Mark>,
 }
 
 impl Request {
-    /// Whether the write was acknowledged.
+    /// Whether the write was acknowledged: a 201, or a marker move's 200.
     pub fn acknowledged(&self) -> bool {
-        self.outcome == Outcome::Status(201)
+        let ok = if self.op == Op::Mark { 200 } else { 201 };
+        self.outcome == Outcome::Status(ok)
     }
 }
 
@@ -83,8 +101,12 @@ pub struct LoadSpec {
     pub rate: f64,
     /// How long.
     pub duration: Duration,
-    /// Share of createChat among the requests (the rest send messages).
+    /// Share of createChat among the requests.
     pub create_share: f64,
+    /// Share of read-marker moves among the requests (the rest send
+    /// messages); a move goes as a send until the load has seen a message
+    /// of a chat acknowledged.
+    pub mark_share: f64,
     /// Members per created chat, the creator included.
     pub members: usize,
     /// The chats' name: a tag that tells this run's chats from others.
@@ -138,6 +160,8 @@ pub async fn run(
     let in_flight = Arc::new(AtomicUsize::new(0));
     let target = Arc::new(target);
     let mut rng = Rng::new(0xFA17);
+    // The newest acknowledged message of each chat: what a move marks read.
+    let newest: Arc<Mutex<HashMap<Uuid, Uuid>>> = Arc::default();
     let mut not_sent = 0u64;
     let mut tasks = Vec::new();
     let mut n = 0usize;
@@ -149,8 +173,11 @@ pub async fn run(
             continue;
         }
         in_flight.fetch_add(1, Ordering::Relaxed);
-        let op = if (rng.next_u64() % 10_000) as f64 / 10_000.0 < spec.create_share {
+        let draw = (rng.next_u64() % 10_000) as f64 / 10_000.0;
+        let op = if draw < spec.create_share {
             Op::Create
+        } else if draw < spec.create_share + spec.mark_share {
+            Op::Mark
         } else {
             Op::Send
         };
@@ -159,19 +186,27 @@ pub async fn run(
         let span = hi.saturating_sub(lo).as_micros() as u64;
         let deadline =
             lo + Duration::from_micros(if span == 0 { 0 } else { rng.next_u64() % span });
-        let body = build_body(op, n, &spec, &seeded, &mut rng);
-        let (client, target, spec, tx, in_flight) = (
+        let body = {
+            let newest = newest.lock().unwrap_or_else(|e| e.into_inner());
+            build_body(op, n, &spec, &seeded, &newest, &mut rng)
+        };
+        let op = body.as_ref().map_or(op, |b| b.op);
+        let (client, target, spec, tx, in_flight, newest) = (
             client.clone(),
             target.clone(),
             spec.clone(),
             tx.clone(),
             in_flight.clone(),
+            newest.clone(),
         );
         tasks.push(tokio::spawn(async move {
             let key = spec.keyed.then(|| Uuid::now_v7().to_string());
             let mut retries = 0;
+            let (chat, mark) = body.as_ref().map_or((None, None), |b| (b.chat, b.mark));
             let (outcome, retry_after, id, replayed) = match body {
-                Some(Built { path, body, bearer }) => {
+                Some(Built {
+                    path, body, bearer, ..
+                }) => {
                     let header = spec.modes.get(mode).copied().flatten();
                     let to = To {
                         target: &target,
@@ -190,6 +225,11 @@ pub async fn run(
                 }
                 None => (Outcome::Status(0), false, None, false),
             };
+            if let (Op::Send, Some(chat), Some(id)) = (op, chat, id) {
+                let mut newest = newest.lock().unwrap_or_else(|e| e.into_inner());
+                let seen = newest.entry(chat).or_insert(id);
+                *seen = (*seen).max(id);
+            }
             let _ = tx.send(Request {
                 op,
                 mode,
@@ -200,6 +240,7 @@ pub async fn run(
                 retries,
                 replayed,
                 id,
+                mark,
             });
             in_flight.fetch_sub(1, Ordering::Relaxed);
         }));
@@ -214,37 +255,71 @@ pub async fn run(
     }
 }
 
-/// One request, built before it is due: its path, body and acting user's
-/// `Authorization`.
+/// One request, built before it is due: what it is, its path, body and
+/// acting user's `Authorization`, and the chat a send goes to or the
+/// marker a move moves.
 #[derive(Debug)]
 struct Built {
+    op: Op,
     path: String,
     body: Value,
     bearer: Option<HeaderValue>,
+    chat: Option<Uuid>,
+    mark: Option<Mark>,
 }
 
 /// Request `n`'s body. A chat is named after the run's tag and `n`, so a
 /// request written twice (a retry that wrote again) shows as two chats of
-/// one name.
-fn build_body(op: Op, n: usize, spec: &LoadSpec, seeded: &Seeded, rng: &mut Rng) -> Option<Built> {
+/// one name. A marker move marks the newest acknowledged message of a
+/// chat (`newest`) read, as one of its members; it goes as a send where
+/// the chat drawn has none yet.
+fn build_body(
+    op: Op,
+    n: usize,
+    spec: &LoadSpec,
+    seeded: &Seeded,
+    newest: &HashMap<Uuid, Uuid>,
+    rng: &mut Rng,
+) -> Option<Built> {
     match op {
         Op::Create => {
             let m = pick_members(&seeded.users, spec.members, rng);
             let (creator, others) = m.split_first()?;
             Some(Built {
+                op,
                 path: "/v1/chats".to_owned(),
                 body: json!({ "name": chat_name(&spec.chat_name, n), "member_ids": others }),
                 bearer: seeded.bearer(creator).cloned(),
+                chat: None,
+                mark: None,
             })
         }
-        Op::Send => {
+        Op::Send | Op::Mark => {
             let (chat, members) = seeded.chats.get(rng.below(seeded.chats.len()))?;
-            let sender = members.get(rng.below(members.len()))?;
-            Some(Built {
-                path: format!("/v1/chats/{chat}/messages"),
-                body: json!({ "body": spec.chat_name }),
-                bearer: seeded.bearer(sender).cloned(),
-            })
+            let member = *members.get(rng.below(members.len()))?;
+            let chat = *chat;
+            match newest.get(&chat) {
+                Some(&up_to) if op == Op::Mark => Some(Built {
+                    op,
+                    path: format!("/v1/chats/{chat}/read"),
+                    body: json!({ "up_to": up_to }),
+                    bearer: seeded.bearer(&member).cloned(),
+                    chat: Some(chat),
+                    mark: Some(Mark {
+                        chat,
+                        reader: member,
+                        up_to,
+                    }),
+                }),
+                _ => Some(Built {
+                    op: Op::Send,
+                    path: format!("/v1/chats/{chat}/messages"),
+                    body: json!({ "body": spec.chat_name }),
+                    bearer: seeded.bearer(&member).cloned(),
+                    chat: Some(chat),
+                    mark: None,
+                }),
+            }
         }
     }
 }
@@ -368,6 +443,7 @@ mod tests {
             rate: 1.0,
             duration: Duration::from_secs(1),
             create_share: 0.5,
+            mark_share: 0.0,
             members: 4,
             chat_name: "fault tag".into(),
             modes: vec![None],
@@ -380,8 +456,10 @@ mod tests {
             crate::auth::tests::subject(signer.secret(), "chatlab", b.bearer.as_ref().unwrap())
         };
         let mut rng = Rng::new(9);
+        let none = HashMap::new();
+        let newest = HashMap::from([(chat, Uuid::now_v7())]);
         for _ in 0..20 {
-            let create = build_body(Op::Create, 7, &spec, &seeded, &mut rng).unwrap();
+            let create = build_body(Op::Create, 7, &spec, &seeded, &none, &mut rng).unwrap();
             assert_eq!(create.path, "/v1/chats");
             assert_eq!(create.body["name"], "fault tag #7");
             assert!(create.body.get("creator_id").is_none());
@@ -391,10 +469,21 @@ mod tests {
             let creator = subject(&create);
             assert!(seeded.users.contains(&creator) && !others.contains(&creator));
 
-            let post = build_body(Op::Send, 8, &spec, &seeded, &mut rng).unwrap();
+            let post = build_body(Op::Send, 8, &spec, &seeded, &newest, &mut rng).unwrap();
             assert_eq!(post.path, format!("/v1/chats/{chat}/messages"));
             assert_eq!(post.body, json!({ "body": "fault tag" }));
             assert!(seeded.chats[0].1.contains(&subject(&post)));
+
+            // A move before any message of the chat was acknowledged is a send.
+            let early = build_body(Op::Mark, 9, &spec, &seeded, &none, &mut rng).unwrap();
+            assert_eq!((early.op, early.mark), (Op::Send, None));
+            let mark = build_body(Op::Mark, 9, &spec, &seeded, &newest, &mut rng).unwrap();
+            assert_eq!(mark.op, Op::Mark);
+            assert_eq!(mark.path, format!("/v1/chats/{chat}/read"));
+            assert_eq!(mark.body, json!({ "up_to": newest[&chat] }));
+            let moved = mark.mark.unwrap();
+            assert_eq!((moved.chat, moved.up_to), (chat, newest[&chat]));
+            assert_eq!(moved.reader, subject(&mark));
         }
     }
 }

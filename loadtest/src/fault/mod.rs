@@ -84,9 +84,13 @@ pub struct FaultArgs {
     /// How long a stop, kill or freeze lasts.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     down: Duration,
-    /// Share of createChat (the rest are sendMessage).
+    /// Share of createChat (the rest are sendMessage and marker moves).
     #[arg(long, default_value_t = 0.5)]
     create_share: f64,
+    /// Share of read-marker moves (`POST /v1/chats/{id}/read`), each up to
+    /// the newest message of its chat the load has seen acknowledged.
+    #[arg(long, default_value_t = 0.0)]
+    mark_share: f64,
     /// Members per created chat.
     #[arg(long, default_value_t = 10)]
     members: usize,
@@ -247,6 +251,7 @@ async fn run_cell(
         rate: args.rate,
         duration: args.duration,
         create_share: args.create_share,
+        mark_share: args.mark_share,
         members: args.members,
         chat_name: tag.clone(),
         modes: args.publish_modes.iter().map(|m| m.named()).collect(),
@@ -318,6 +323,18 @@ async fn run_cell(
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    // Coalesced markers reach the database at the next flush (one held
+    // through a failed flush goes at the one after): give it two windows.
+    if result.requests.iter().any(|r| r.op == load::Op::Mark) {
+        let window = spec
+            .env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "READ_MARKER_FLUSH_MS")
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or(500);
+        tokio::time::sleep(Duration::from_millis(2 * window + 500)).await;
+    }
     let (db2, requests, tag2, members) = (db.clone(), result.requests, tag.clone(), args.members);
     cell.rows =
         tokio::task::spawn_blocking(move || checks::check_rows(&db2, &requests, &tag2, members))
@@ -359,7 +376,8 @@ fn parse_deadline(s: &str) -> Result<(Duration, Duration), String> {
 
 fn notes(args: &FaultArgs, cells: &[(CellFigures, Vec<String>)]) -> String {
     let mut s = format!(
-        "Load: {} req/s for {} s ({}% createChat of {} members, the rest sendMessage), \
+        "Load: {} req/s for {} s ({}% createChat of {} members, {}% read-marker moves, \
+         the rest sendMessage), \
          fault at {} s, down {} s, client deadline {}, publish modes {}, retries {} {}.\n\
          Bound on any wait: {} ms. Failures: `refused` = no server listening, \
          `unanswered` = connection closed or reset before any answer, `cut` = an \
@@ -368,6 +386,7 @@ fn notes(args: &FaultArgs, cells: &[(CellFigures, Vec<String>)]) -> String {
         args.duration.as_secs(),
         (args.create_share * 100.0).round(),
         args.members,
+        (args.mark_share * 100.0).round(),
         args.fault_at.as_secs_f64(),
         args.down.as_secs_f64(),
         args.deadline,
@@ -385,6 +404,12 @@ fn notes(args: &FaultArgs, cells: &[(CellFigures, Vec<String>)]) -> String {
         args.latency_bound.as_millis()
     );
     for (c, _) in cells {
+        if c.rows.marks_acked > 0 {
+            s.push_str(&format!(
+                "\n{} / {}: {} read-marker moves acknowledged, {} of them lost or moved back.",
+                c.fault, c.variant, c.rows.marks_acked, c.rows.marks_lost
+            ));
+        }
         if c.rows.messages_fanned > 0 {
             s.push_str(&format!(
                 "\n{} / {}: {} messages committed with inbox rows, {} of them with only part.",
