@@ -3,11 +3,10 @@
 //! pool bounds the real concurrency).
 
 use std::collections::HashSet;
+use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-
-use std::ops::Range;
 
 use chrono::{DateTime, Utc};
 use diesel::ExecuteCopyFromDsl;
@@ -116,6 +115,7 @@ impl RowSet for MessageRows<'_> {
     fn insert_unnest(&self) -> Piped {
         let rows = self.0;
         Piped::new(InsertMessagesUnnest {
+            // Never empty: `write_rows` sends nothing for no rows.
             chat_id: rows.first().map_or_else(Uuid::nil, |r| r.chat_id),
             ids: rows.iter().map(|r| r.id).collect(),
             sender_ids: rows.iter().filter_map(|r| r.sender_id).collect(),
