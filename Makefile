@@ -75,6 +75,7 @@ ifeq ($(QUICK),1)
   MARKERS_ARGS := --members 50 --messages 10 --rate 200 --duration 1s --rounds 1 --flush-ms 200
   CROSSOVER_ARGS := --rows 10,1000 --duration 200ms --min-transactions 2 --rounds 1
   READ_SIDE_ARGS := --members 10,50 --rate 50 --vus 8 --duration 1s --warmup 0s --rounds 1 --seed-users 300
+  READ_MIXED_ARGS := --members 10,50 --rate 50 --vus 8 --duration 1s --warmup 0s --rounds 1 --seed-users 300
 else
   DEMO_ARGS := --vus 20 --duration 6s --warmup 3s --rounds 3
   LOADTEST_ARGS := --vus 40 --duration 20s
@@ -102,6 +103,7 @@ else
   SYNCS_ARGS := --duration 10s --rounds 3
   CROSSOVER_ARGS := --duration 3s --rounds 3
   READ_SIDE_ARGS := --members 10,200,1000 --rate 100 --vus 32 --duration 10s --warmup 2s --rounds 2
+  READ_MIXED_ARGS := --members 10,200,1000 --rate 200 --vus 64 --duration 10s --warmup 2s --rounds 2
   FANOUT_ARGS := --members 10,50,200,1000,5000 --vus 8 --duration 6s --warmup 2s --rounds 2
   MARKERS_ARGS := --members 1000 --messages 100 --rate 2000 --duration 10s --rounds 2 --flush-ms 500
 endif
@@ -152,7 +154,7 @@ RUNS ?= 50
 
 .PHONY: demo demo-plan loadtest loadtest-create loadtest-hold loadtest-seed001 loadtest-ramp bench-baseline \
         loadtest-crosscheck loadtest-pool loadtest-poolsize loadtest-driver loadtest-concurrency \
-        loadtest-tracing loadtest-layout loadtest-syncs loadtest-fanout loadtest-fanout-copy loadtest-read-side loadtest-markers loadtest-crossover profile loadtest-delivery loadtest-delivery-body loadtest-delivery-broker-kill loadtest-smoke load-build load-db broker-check events-stress \
+        loadtest-tracing loadtest-layout loadtest-syncs loadtest-fanout loadtest-fanout-copy loadtest-read-side loadtest-read-mixed loadtest-markers loadtest-crossover profile loadtest-delivery loadtest-delivery-body loadtest-delivery-broker-kill loadtest-smoke load-build load-db broker-check events-stress \
         fault-db fault-broker fault-server fault-cancel fault-retry fault-collector fault-slow-clients soak faults
 .PHONY: help run build release profiling-build test fuzz fmt fmt-check lint layering docs settings-docs schema-check deps-check \
         openapi docker-check k6-check db db-stop broker broker-stop ci clean-testdbs up down loadtest-docker dashboard-check
@@ -321,6 +323,14 @@ loadtest-read-side: load-build load-db ## GET /v1/me/chats with and without inbo
 	$(LOAD) matrix --name read-side --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario send-message,my-chats \
 	    --strategies unnest $(FANOUT_VARIANTS) $(READ_SIDE_ARGS)
 
+# Reads under the writes: half the requests of one cell send into the
+# chats the other half list (mix:0:1:0:1, 200 a second in all), so each
+# operation's latency is the one it gets beside the other (the results'
+# "By operation" table); the server-side figures are the cell's.
+loadtest-read-mixed: load-build load-db ## GET /v1/me/chats while sendMessage writes into the same chats, 100/s each in one cell, with and without inbox rows, per chat size: each operation's latency
+	$(LOAD) matrix --name read-mixed --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario mix:0:1:0:1 \
+	    --strategies unnest $(FANOUT_VARIANTS) $(READ_MIXED_ARGS)
+
 loadtest-markers: load-build load-db ## Read markers at 2,000 moves/s on one chat of 1,000, per READ_MARKER_MODE and fan-out: p99, row writes, HOT updates, dead tuples, deadlocks, and what a SIGKILL loses
 	$(LOAD) markers --spawn 1 --database-url $(LOAD_DATABASE_URL) $(MARKERS_ARGS)
 
@@ -333,7 +343,7 @@ profile: load-build load-db ## Where the server's CPU goes per createChat, by fu
 loadtest-smoke: ## Every load target but the delivery ones (which need tansu) once, a few seconds each (CI)
 	$(MAKE) QUICK=1 demo loadtest loadtest-create loadtest-hold loadtest-seed001 loadtest-ramp bench-baseline loadtest-crosscheck \
 	    loadtest-pool loadtest-poolsize loadtest-driver loadtest-concurrency loadtest-tracing loadtest-layout loadtest-syncs \
-	    loadtest-fanout loadtest-fanout-copy loadtest-read-side loadtest-markers loadtest-crossover
+	    loadtest-fanout loadtest-fanout-copy loadtest-read-side loadtest-read-mixed loadtest-markers loadtest-crossover
 
 broker-check: load-build ## Does the broker keep what it acknowledges? tansu's memory and sqlite engines under pipelined produce
 	scripts/broker-check.sh $(BROKER_CHECK_ARGS)

@@ -433,9 +433,9 @@ async fn start_fleet(
         needs_chats.unwrap_or(&Scenario::CreateChat),
     )
     .await?;
-    // sendMessage's chats have each member count of the grid (`seed`
-    // made those of the largest).
-    if spec.scenarios.contains(&Scenario::SendMessage) {
+    // Sends and chat lists go to chats of each member count of the grid
+    // (`seed` made those of the largest).
+    if spec.scenarios.iter().any(Scenario::sized_chats) {
         for &size in spec.members.iter().filter(|&&m| m != max_members) {
             seed_chats(client, at, &mut seeded, size, SEEDED_CHATS).await?;
         }
@@ -803,7 +803,12 @@ pub fn scenario_name(s: &Scenario) -> String {
         Scenario::SendMessage => "send-message".into(),
         Scenario::ReadMessages => "read-messages".into(),
         Scenario::MyChats => "my-chats".into(),
-        Scenario::Mix { weights } => format!("mix:{}:{}:{}", weights[0], weights[1], weights[2]),
+        Scenario::Mix {
+            weights: [c, s, r, 0],
+        } => format!("mix:{c}:{s}:{r}"),
+        Scenario::Mix {
+            weights: [c, s, r, l],
+        } => format!("mix:{c}:{s}:{r}:{l}"),
         Scenario::Get { path } => format!("get:{path}"),
         Scenario::Import {
             rows,

@@ -107,6 +107,27 @@ pub struct CellResult {
     /// ran (`results.md` only).
     #[serde(skip)]
     pub round_rps: Vec<f64>,
+    /// Each operation's figures, in a cell whose scenario mixes them
+    /// (`results.md` only).
+    #[serde(skip)]
+    pub by_op: Vec<OpFigures>,
+}
+
+/// One operation's client-side figures within a cell that mixes them.
+#[derive(Debug, Clone, Default)]
+pub struct OpFigures {
+    /// The operation (`send`, `my-chats`, ...).
+    pub op: &'static str,
+    /// Requests completed.
+    pub requests: u64,
+    /// Completed requests per second.
+    pub throughput_rps: f64,
+    /// Median latency, ms.
+    pub p50_ms: f64,
+    /// p95 latency, ms.
+    pub p95_ms: f64,
+    /// p99 latency, ms.
+    pub p99_ms: f64,
 }
 
 impl CellResult {
@@ -127,6 +148,21 @@ impl CellResult {
         self.max_ms = v.latencies.max_ms();
         self.dropped = dropped;
         self.slowest_traces = v.slowest.clone();
+        self.by_op = if v.by_op.len() > 1 {
+            v.by_op
+                .iter()
+                .map(|(&op, l)| OpFigures {
+                    op,
+                    requests: l.count(),
+                    throughput_rps: l.count() as f64 / elapsed_secs.max(1e-9),
+                    p50_ms: l.quantile_ms(0.5),
+                    p95_ms: l.quantile_ms(0.95),
+                    p99_ms: l.quantile_ms(0.99),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
     }
 
     /// Fills the server-side figures.
@@ -425,8 +461,41 @@ pub fn traces_markdown(cells: &[CellResult]) -> String {
     out
 }
 
-/// Writes `results.csv` and `results.md` (with `notes` above the table and
-/// the slowest traced requests below it).
+/// Per cell that mixes operations, each operation's requests, rate and
+/// latencies. Empty when no cell mixes them.
+pub fn ops_markdown(cells: &[CellResult]) -> String {
+    if cells.iter().all(|c| c.by_op.is_empty()) {
+        return String::new();
+    }
+    let mut out = String::from(
+        "## By operation\n\nEach operation of a cell that mixes them, on its own (latency from its intended send time, as for the cell).\n\n\
+         | server | strategy | scenario | members | operation | requests | req/s | median ms | p95 ms | p99 ms |\n\
+         |---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for c in cells {
+        for o in &c.by_op {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {} | {:.0} | {:.1} | {:.1} | {:.1} |",
+                if c.server.is_empty() { "-" } else { &c.server },
+                c.strategy,
+                c.scenario,
+                c.members,
+                o.op,
+                o.requests,
+                o.throughput_rps,
+                o.p50_ms,
+                o.p95_ms,
+                o.p99_ms
+            );
+        }
+    }
+    out
+}
+
+/// Writes `results.csv` and `results.md` (with `notes` above the table, and
+/// below it each operation of a mixed cell, the rounds and the slowest
+/// traced requests).
 pub fn write(dir: &Path, cells: &[CellResult], notes: &str) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     std::fs::write(dir.join("results.csv"), to_csv(cells))?;
@@ -444,9 +513,15 @@ pub fn write(dir: &Path, cells: &[CellResult], notes: &str) -> std::io::Result<(
             "\n## Per round\n\nEach round's run of each cell, in the order the rounds ran.\n\n{rounds}"
         )
     };
+    let ops = ops_markdown(cells);
+    let ops = if ops.is_empty() {
+        ops
+    } else {
+        format!("\n{ops}")
+    };
     std::fs::write(
         dir.join("results.md"),
-        format!("{notes}\n{}{rounds}{traces}", to_markdown(cells)),
+        format!("{notes}\n{}{ops}{rounds}{traces}", to_markdown(cells)),
     )
 }
 
@@ -484,6 +559,33 @@ mod tests {
             throughput_rps: rps,
             ..CellResult::default()
         }
+    }
+
+    #[test]
+    fn a_mixed_cell_lists_each_operation_and_a_plain_one_nothing() {
+        use crate::runner::VariantOutcome;
+        let mut mixed = VariantOutcome::default();
+        for (op, micros) in [("send", 2_000), ("send", 4_000), ("my-chats", 9_000)] {
+            mixed.latencies.record_micros(micros);
+            mixed.by_op.entry(op).or_default().record_micros(micros);
+        }
+        let mut plain = VariantOutcome::default();
+        plain.latencies.record_micros(1_000);
+        plain.by_op.entry("send").or_default().record_micros(1_000);
+
+        let mut a = cell("unnest", 0.0);
+        a.scenario = "mix:0:1:0:1".into();
+        a.set_client(&mixed, 2.0, 0);
+        let mut b = cell("unnest", 0.0);
+        b.set_client(&plain, 2.0, 0);
+        assert!(b.by_op.is_empty());
+        assert_eq!(ops_markdown(std::slice::from_ref(&b)), "");
+
+        let md = ops_markdown(&[a, b]);
+        let rows: Vec<&str> = md.lines().filter(|l| l.starts_with("| - |")).collect();
+        assert_eq!(rows.len(), 2, "{md}");
+        assert!(rows[0].contains("| my-chats | 1 | 0 | 9.0 |"), "{md}");
+        assert!(rows[1].contains("| send | 2 | 1 | 2.0 |"), "{md}");
     }
 
     #[test]

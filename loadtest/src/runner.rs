@@ -64,6 +64,9 @@ pub struct VariantOutcome {
     pub errors: BTreeMap<u16, u64>,
     /// The slowest of the requests sent with a `traceparent`.
     pub slowest: SlowestTraces,
+    /// Latencies per operation (by [`Op::name`]), for a scenario that
+    /// mixes them.
+    pub by_op: BTreeMap<&'static str, Latencies>,
 }
 
 impl VariantOutcome {
@@ -74,6 +77,9 @@ impl VariantOutcome {
             *self.errors.entry(*status).or_default() += n;
         }
         self.slowest.merge(&other.slowest);
+        for (op, latencies) in &other.by_op {
+            self.by_op.entry(op).or_default().merge(latencies);
+        }
     }
 
     /// Requests completed.
@@ -310,6 +316,10 @@ async fn collect(
     while let Some(c) = rx.recv().await {
         let v = &mut out[c.variant];
         v.latencies.record_micros(c.micros);
+        v.by_op
+            .entry(c.op.name())
+            .or_default()
+            .record_micros(c.micros);
         window.record_micros(c.micros);
         if !(200..400).contains(&c.status) {
             *v.errors.entry(c.status).or_default() += 1;

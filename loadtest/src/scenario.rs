@@ -33,10 +33,11 @@ pub enum Scenario {
     /// unread count and newest message) as a member of a seeded chat of
     /// `members` members: the read that fan-out on write exists for.
     MyChats,
-    /// A weighted mix of the three (`create:send:read`).
+    /// A weighted mix (`mix:create:send:read[:my-chats]`); the results
+    /// give each operation's latencies as well as the cell's.
     Mix {
-        /// Weights of create, send, read.
-        weights: [u32; 3],
+        /// Weights of create, send, read and my-chats.
+        weights: [u32; 4],
     },
     /// `GET` of a fixed path (the harness cross-check against wrk).
     Get {
@@ -70,13 +71,23 @@ impl FromStr for Scenario {
                     .map(|x| x.parse().map_err(|_| format!("bad mix weight {x:?}")))
                     .collect::<Result<_, _>>()?
             };
-            let [c, m, r] = weights[..] else {
-                return Err("mix takes three weights, create:send:read (e.g. mix:1:3:6)".into());
+            let (c, m, r, l) = match weights[..] {
+                [c, m, r] => (c, m, r, 0),
+                [c, m, r, l] => (c, m, r, l),
+                _ => {
+                    return Err(
+                        "mix takes three or four weights, create:send:read[:my-chats] \
+                                (e.g. mix:1:3:6, mix:0:1:0:1)"
+                            .into(),
+                    );
+                }
             };
-            if c + m + r == 0 {
+            if c + m + r + l == 0 {
                 return Err("mix weights are all zero".into());
             }
-            return Ok(Self::Mix { weights: [c, m, r] });
+            return Ok(Self::Mix {
+                weights: [c, m, r, l],
+            });
         }
         if let Some(spec) = s.strip_prefix("import:") {
             let parts: Vec<usize> = spec
@@ -159,6 +170,18 @@ impl Scenario {
         )
     }
 
+    /// Whether its chats must have the cell's member count: a send's cost
+    /// per member (the inbox fan-out) and a chat list's unread counts are
+    /// measured at that size. Other scenarios read and import into chats
+    /// of ten.
+    pub fn sized_chats(&self) -> bool {
+        match self {
+            Self::SendMessage | Self::MyChats => true,
+            Self::Mix { weights } => weights[1] > 0 || weights[3] > 0,
+            _ => false,
+        }
+    }
+
     /// Rows one request of this scenario writes, when that is fixed
     /// (import jobs), for a rows-per-second figure.
     pub fn rows_per_request(&self) -> Option<usize> {
@@ -184,8 +207,10 @@ impl Scenario {
                     Op::Create
                 } else if x < u64::from(weights[0] + weights[1]) {
                     Op::Send
-                } else {
+                } else if x < u64::from(weights[0] + weights[1] + weights[2]) {
                     Op::Read
+                } else {
+                    Op::MyChats
                 }
             }
         }
@@ -296,12 +321,10 @@ pub async fn seed(
     };
     seeded.sign(signer)?;
     if scenario.needs_chats() {
-        // sendMessage's chats have the run's member count, so its cost
-        // per member (the inbox fan-out) is measured at that size; the
-        // other scenarios read and import into chats of ten.
-        let size = match scenario {
-            Scenario::SendMessage => spec.members,
-            _ => 10,
+        let size = if scenario.sized_chats() {
+            spec.members
+        } else {
+            10
         };
         seed_chats(client, at, &mut seeded, size, spec.chats.max(1)).await?;
     }
@@ -613,15 +636,30 @@ mod tests {
         assert_eq!("my-chats".parse::<Scenario>(), Ok(Scenario::MyChats));
         assert_eq!(Scenario::MyChats.pick(7), Op::MyChats);
         assert!(Scenario::MyChats.needs_chats());
+        assert!(Scenario::MyChats.sized_chats() && Scenario::SendMessage.sized_chats());
+        let mixed = |w| Scenario::Mix { weights: w }.sized_chats();
+        assert!(mixed([0, 1, 0, 1]) && mixed([0, 0, 0, 1]) && !mixed([1, 0, 3, 0]));
+        assert!(!Scenario::ReadMessages.sized_chats());
         assert_eq!(
             "mix".parse::<Scenario>(),
-            Ok(Scenario::Mix { weights: [1, 3, 6] })
+            Ok(Scenario::Mix {
+                weights: [1, 3, 6, 0]
+            })
+        );
+        assert_eq!(
+            "mix:0:1:0:1".parse::<Scenario>(),
+            Ok(Scenario::Mix {
+                weights: [0, 1, 0, 1]
+            })
         );
         assert_eq!(
             "mix:2:0:1".parse::<Scenario>(),
-            Ok(Scenario::Mix { weights: [2, 0, 1] })
+            Ok(Scenario::Mix {
+                weights: [2, 0, 1, 0]
+            })
         );
         assert!("mix:1:2".parse::<Scenario>().is_err());
+        assert!("mix:1:2:3:4:5".parse::<Scenario>().is_err());
         assert!("mix:0:0:0".parse::<Scenario>().is_err());
         assert!("delete".parse::<Scenario>().is_err());
         assert_eq!(
@@ -644,20 +682,23 @@ mod tests {
 
     #[test]
     fn mix_follows_its_weights() {
-        let s = Scenario::Mix { weights: [1, 3, 6] };
+        let s = Scenario::Mix {
+            weights: [1, 3, 4, 2],
+        };
         let mut rng = Rng::new(7);
-        let mut counts = [0usize; 3];
+        let mut counts = [0usize; 4];
         for _ in 0..100_000 {
             match s.pick(rng.next_u64()) {
                 Op::Create => counts[0] += 1,
                 Op::Send => counts[1] += 1,
                 Op::Read => counts[2] += 1,
-                Op::Get | Op::Import | Op::MyChats => unreachable!(),
+                Op::MyChats => counts[3] += 1,
+                Op::Get | Op::Import => unreachable!(),
             }
         }
-        assert!((counts[0] as f64 / 100_000.0 - 0.1).abs() < 0.01);
-        assert!((counts[1] as f64 / 100_000.0 - 0.3).abs() < 0.01);
-        assert!((counts[2] as f64 / 100_000.0 - 0.6).abs() < 0.01);
+        for (n, share) in counts.iter().zip([0.1, 0.3, 0.4, 0.2]) {
+            assert!((*n as f64 / 100_000.0 - share).abs() < 0.01, "{counts:?}");
+        }
     }
 
     /// 30 users, three chats of ten (creator first), every token signed.
@@ -745,7 +786,9 @@ mod tests {
     fn messages_are_sent_and_read_as_members_of_the_chat() {
         let signer = Signer::generate("chatlab").unwrap();
         let work = Workload::new(
-            Scenario::Mix { weights: [0, 1, 1] },
+            Scenario::Mix {
+                weights: [0, 1, 1, 0],
+            },
             signed_seed(&signer),
             7,
         );
