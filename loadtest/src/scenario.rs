@@ -119,7 +119,7 @@ impl FromStr for Scenario {
             "read-messages" | "read_messages" => Ok(Self::ReadMessages),
             "my-chats" | "my_chats" => Ok(Self::MyChats),
             other => Err(format!(
-                "unknown scenario {other:?}: create-chat, send-message, read-messages, my-chats, mix[:C:S:R], \
+                "unknown scenario {other:?}: create-chat, send-message, read-messages, my-chats, mix[:C:S:R[:L]], \
                  import:ROWS:CHUNK:PARALLELISM, get:/path"
             )),
         }

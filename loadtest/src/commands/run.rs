@@ -25,7 +25,8 @@ pub(crate) struct RunArgs {
     servers: ServerArgs,
     #[command(flatten)]
     traces: TraceArgs,
-    /// create-chat, send-message, read-messages, mix[:C:S:R] or get:/path.
+    /// create-chat, send-message, read-messages, my-chats, mix[:C:S:R[:L]]
+    /// (L: the chat list), import:ROWS:CHUNK:PARALLELISM or get:/path.
     #[arg(long, default_value = "create-chat", value_parser = |s: &str| s.parse::<Scenario>())]
     scenario: Scenario,
     /// Members per created chat.
