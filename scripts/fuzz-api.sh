@@ -8,7 +8,9 @@
 # with the fixed seed 1, then with a random seed printed for reproduction
 # (FUZZ_SEED=N replays it). Write overrides are allowed, so the insert
 # strategies and publish modes are fuzzed too. Ids of users the API needs
-# to exist are mapped to 500 users seeded first (scripts/fuzz_hooks.py).
+# to exist are mapped to 500 users seeded first, and about half the chat
+# ids of the read side (and a marker's message) to a chat of the fuzzing
+# user's (scripts/fuzz_hooks.py).
 # Fails on any failure.
 #
 #   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres scripts/fuzz-api.sh
@@ -60,6 +62,14 @@ read -r token self_id < <(curl -sf -X POST "$base/v1/users" -H 'content-type: ap
 # Real users for the ids the fuzzer sends (scripts/fuzz_hooks.py).
 FUZZ_USER_IDS=$(curl -sf -X POST "http://127.0.0.1:$ops_port/v1/users/bulk" -H 'content-type: application/json' \
     -d '{"count":500,"name_prefix":"fuzzed-"}' | python3 -c 'import json, sys; print(",".join(json.load(sys.stdin)["ids"]))')
+# A chat of the fuzzing user's with one message, for the read side's ids.
+read -r FUZZ_CHAT_ID < <(curl -sf -X POST "$base/v1/chats" -H "Authorization: Bearer $token" \
+    -H 'content-type: application/json' -d "{\"name\":\"fuzzed\",\"member_ids\":[\"${FUZZ_USER_IDS%%,*}\"]}" |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["id"])')
+read -r FUZZ_MESSAGE_ID < <(curl -sf -X POST "$base/v1/chats/$FUZZ_CHAT_ID/messages" -H "Authorization: Bearer $token" \
+    -H 'content-type: application/json' -d '{"body":"fuzzed"}' |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["id"])')
+export FUZZ_CHAT_ID FUZZ_MESSAGE_ID
 export FUZZ_USER_IDS FUZZ_SELF_ID=$self_id SCHEMATHESIS_HOOKS=fuzz_hooks PYTHONPATH="$PWD/scripts${PYTHONPATH:+:$PYTHONPATH}"
 
 status=0

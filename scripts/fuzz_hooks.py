@@ -13,6 +13,14 @@ senders to the fuzzing user itself (FUZZ_SELF_ID), the owner and a member
 of the chats it creates. Repeats stay repeats and anything that is not a
 UUID is left as it was, so a schema-violating case stays schema-violating.
 
+The read side is the same: a random chat id is no chat of the caller's
+(404) and a random `up_to` no message of it (422), so marker moves, the
+caller's own chat and its messages were fuzzed on their refusals only. On
+those operations about half the generated UUIDs in the path (those whose
+first byte is even, so a case maps the same way every time) become a chat
+the fuzzing user is a member of (FUZZ_CHAT_ID), and then a UUID `up_to` a
+message of it (FUZZ_MESSAGE_ID); the other half stay random.
+
 And an `Idempotency-Key` is state too: the fuzzer draws keys from a small
 space, so one key met two different bodies and was refused (422, the key
 used for another request). A valid key gets a suffix unique to its case;
@@ -28,6 +36,16 @@ import schemathesis
 
 USERS = [u for u in os.environ.get("FUZZ_USER_IDS", "").split(",") if u]
 SELF = os.environ.get("FUZZ_SELF_ID", "")
+CHAT = os.environ.get("FUZZ_CHAT_ID", "")
+MESSAGE = os.environ.get("FUZZ_MESSAGE_ID", "")
+
+# Operations whose path `id` is mapped, half the time, to FUZZ_CHAT_ID.
+OWN_CHAT = {
+    ("POST", "/v1/chats/{id}/read"),
+    ("GET", "/v1/me/chats/{id}"),
+    ("GET", "/v1/chats/{id}/messages"),
+    ("POST", "/v1/chats/{id}/messages"),
+}
 
 # (method, path) -> the body field holding user ids.
 ID_LISTS = {
@@ -61,6 +79,20 @@ def _real_users(body, field):
     body[field] = [real.get(v, v) if _is_uuid(v) else v for v in ids]
 
 
+def _own_chat(case, key):
+    """Maps the path's chat id to the fuzzing user's chat when its first
+    byte is even, and then `up_to` to a message of that chat."""
+    params = case.path_parameters
+    if key not in OWN_CHAT or not CHAT or not isinstance(params, dict):
+        return
+    chat = params.get("id")
+    if not _is_uuid(chat) or uuid.UUID(chat).bytes[0] % 2:
+        return
+    params["id"] = CHAT
+    if isinstance(case.body, dict) and MESSAGE and _is_uuid(case.body.get("up_to")):
+        case.body["up_to"] = MESSAGE
+
+
 # What the server takes as a key: 1 to 255 visible ASCII characters.
 VALID_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
 
@@ -79,6 +111,7 @@ def before_call(ctx, case, kwargs):
     """Every phase's cases pass here just before they are sent (the
     generation hooks miss the coverage and example phases)."""
     key = (case.operation.method.upper(), case.operation.path)
+    _own_chat(case, key)
     if isinstance(case.body, dict):
         field = ID_LISTS.get(key)
         if field:
