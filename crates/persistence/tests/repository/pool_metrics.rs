@@ -1,4 +1,6 @@
-use chatlab_domain::{IdempotencyKey, InsertStrategy, KeyClaim, PublishMode, StoredResponse};
+use chatlab_domain::{
+    IdempotencyKey, InsertStrategy, KeyClaim, PublishMode, Sending, StoredResponse,
+};
 use prometheus_client::encoding::text::encode;
 
 use crate::support::{command, fixture, seed_users};
@@ -104,6 +106,53 @@ async fn batch_and_unnest_send_three_statements_for_fifty_members() {
                 &format!("chatlab_create_chat_rows_inserted_total{label}")
             ),
             52.0
+        );
+    }
+}
+
+/// Every strategy sends the statements its plan describes: one by one,
+/// the chat row and the system message around the member rows as the
+/// plan's `RowsBy` sends them (50 single-row INSERTs, one VALUES chunk, one
+/// `unnest`, one COPY); one statement for `single`; `unnest`'s three in a
+/// flight for `pipeline`. Each writes the same 52 rows.
+#[tokio::test]
+async fn every_strategy_sends_the_statements_its_plan_describes() {
+    let f = fixture().await;
+    let users = seed_users(&f.store, 50).await;
+    for strategy in chatlab_testdb::strategies() {
+        let counted = |name: &str| {
+            let mut text = String::new();
+            encode(&mut text, &f.registry).unwrap();
+            chatlab_testdb::sample(&text, &format!("{name}{{strategy=\"{strategy}\"}}"))
+                .unwrap_or(0.0)
+        };
+        let (statements, rows) = (
+            counted("chatlab_create_chat_statements_total"),
+            counted("chatlab_create_chat_rows_inserted_total"),
+        );
+        f.store
+            .create_chat(
+                command("room", users[0], &users[1..]),
+                strategy,
+                PublishMode::Off,
+            )
+            .await
+            .unwrap();
+        let plan = strategy.plan();
+        let expected = match plan.sending {
+            Sending::OneByOne => 2 + plan.rows.statements(50, 3),
+            Sending::OneStatement => 1,
+            Sending::OneFlight => 3,
+        };
+        assert_eq!(
+            counted("chatlab_create_chat_statements_total") - statements,
+            expected as f64,
+            "{strategy}"
+        );
+        assert_eq!(
+            counted("chatlab_create_chat_rows_inserted_total") - rows,
+            52.0,
+            "{strategy}"
         );
     }
 }
