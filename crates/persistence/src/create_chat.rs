@@ -170,15 +170,16 @@ impl Members {
         }
     }
 
+    fn row(&self, i: usize) -> MemberRow {
+        MemberRow {
+            chat_id: self.chat_id,
+            user_id: self.user_ids[i],
+            joined_at: self.joined_at,
+        }
+    }
+
     fn rows(&self, range: Range<usize>) -> Vec<MemberRow> {
-        self.user_ids[range]
-            .iter()
-            .map(|&user_id| MemberRow {
-                chat_id: self.chat_id,
-                user_id,
-                joined_at: self.joined_at,
-            })
-            .collect()
+        range.map(|i| self.row(i)).collect()
     }
 }
 
@@ -191,8 +192,7 @@ impl RowSet for Members {
     }
 
     fn insert_one(&self, i: usize) -> Piped {
-        let row = self.rows(i..i + 1).remove(0);
-        Piped::new(diesel::insert_into(chat_members::table).values(row))
+        Piped::new(diesel::insert_into(chat_members::table).values(self.row(i)))
     }
 
     fn insert_values(&self, range: Range<usize>) -> Piped {

@@ -64,16 +64,18 @@ impl InboxRows {
         }
     }
 
+    fn row(&self, i: usize) -> InboxRow {
+        InboxRow {
+            user_id: self.user_ids[i],
+            chat_id: self.chat_id,
+            message_id: self.message_id,
+            read: false,
+            mentioned: self.mentioned[i],
+        }
+    }
+
     fn rows(&self, range: Range<usize>) -> Vec<InboxRow> {
-        range
-            .map(|i| InboxRow {
-                user_id: self.user_ids[i],
-                chat_id: self.chat_id,
-                message_id: self.message_id,
-                read: false,
-                mentioned: self.mentioned[i],
-            })
-            .collect()
+        range.map(|i| self.row(i)).collect()
     }
 }
 
@@ -86,8 +88,7 @@ impl RowSet for InboxRows {
     }
 
     fn insert_one(&self, i: usize) -> Piped {
-        let row = self.rows(i..i + 1).remove(0);
-        Piped::new(diesel::insert_into(inbox::table).values(row))
+        Piped::new(diesel::insert_into(inbox::table).values(self.row(i)))
     }
 
     fn insert_values(&self, range: Range<usize>) -> Piped {
