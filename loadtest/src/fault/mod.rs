@@ -208,11 +208,8 @@ async fn run_cell(
     }
     // The issuer the servers would take from the environment (the fleet
     // gives them it explicitly, with a secret made up for the cell).
-    let issuer = env
-        .iter()
-        .rev()
-        .find(|(k, _)| k == "CHATLAB_JWT_ISSUER")
-        .map_or(DEFAULT_ISSUER, |(_, v)| v.as_str())
+    let issuer = env_value(&env, "CHATLAB_JWT_ISSUER")
+        .unwrap_or(DEFAULT_ISSUER)
         .to_owned();
     let spec = FleetSpec {
         binary: args.binary.clone(),
@@ -299,12 +296,8 @@ async fn run_cell(
         variant: variant.name.clone(),
         fault: fault.name().to_owned(),
         keyed: args.idempotency_keys,
-        shutdown_timeout: spec
-            .env
-            .iter()
-            .rev()
-            .find(|(k, _)| k == "HTTP_SHUTDOWN_TIMEOUT_SECS")
-            .and_then(|(_, v)| v.parse().ok())
+        shutdown_timeout: env_value(&spec.env, "HTTP_SHUTDOWN_TIMEOUT_SECS")
+            .and_then(|v| v.parse().ok())
             .map(Duration::from_secs),
         ..CellFigures::default()
     };
@@ -326,12 +319,8 @@ async fn run_cell(
     // Coalesced markers reach the database at the next flush (one held
     // through a failed flush goes at the one after): give it two windows.
     if result.requests.iter().any(|r| r.op == load::Op::Mark) {
-        let window = spec
-            .env
-            .iter()
-            .rev()
-            .find(|(k, _)| k == "READ_MARKER_FLUSH_MS")
-            .and_then(|(_, v)| v.parse().ok())
+        let window = env_value(&spec.env, "READ_MARKER_FLUSH_MS")
+            .and_then(|v| v.parse().ok())
             .unwrap_or(500);
         tokio::time::sleep(Duration::from_millis(2 * window + 500)).await;
     }
@@ -453,4 +442,13 @@ fn notes(args: &FaultArgs, cells: &[(CellFigures, Vec<String>)]) -> String {
     }
     s.push('\n');
     s
+}
+
+/// The value the servers see for `key` in `env` (the last one set wins, as
+/// it does for a process's environment).
+fn env_value<'a>(env: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    env.iter()
+        .rev()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
 }
