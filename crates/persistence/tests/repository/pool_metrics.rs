@@ -9,6 +9,18 @@ fn sample(text: &str, name: &str) -> f64 {
     chatlab_testdb::sample(text, name).unwrap_or_else(|| panic!("no sample {name} in\n{text}"))
 }
 
+/// Counter `name` of `strategy` in `registry` now (0 before its first
+/// count).
+fn strategy_count(
+    registry: &prometheus_client::registry::Registry,
+    name: &str,
+    strategy: InsertStrategy,
+) -> f64 {
+    let mut text = String::new();
+    encode(&mut text, registry).unwrap();
+    chatlab_testdb::sample(&text, &format!("{name}{{strategy=\"{strategy}\"}}")).unwrap_or(0.0)
+}
+
 #[tokio::test]
 async fn every_checkout_is_timed_and_returned() {
     let f = fixture().await;
@@ -120,12 +132,7 @@ async fn every_strategy_sends_the_statements_its_plan_describes() {
     let f = fixture().await;
     let users = seed_users(&f.store, 50).await;
     for strategy in chatlab_testdb::strategies() {
-        let counted = |name: &str| {
-            let mut text = String::new();
-            encode(&mut text, &f.registry).unwrap();
-            chatlab_testdb::sample(&text, &format!("{name}{{strategy=\"{strategy}\"}}"))
-                .unwrap_or(0.0)
-        };
+        let counted = |name: &str| strategy_count(&f.registry, name, strategy);
         let (statements, rows) = (
             counted("chatlab_create_chat_statements_total"),
             counted("chatlab_create_chat_rows_inserted_total"),
@@ -169,13 +176,11 @@ async fn round_trips_are_counted_per_strategy_and_mode() {
     let f = fixture().await;
     let users = seed_users(&f.store, 50).await;
     let round_trips = |strategy: InsertStrategy| {
-        let mut text = String::new();
-        encode(&mut text, &f.registry).unwrap();
-        chatlab_testdb::sample(
-            &text,
-            &format!("chatlab_create_chat_round_trips_total{{strategy=\"{strategy}\"}}"),
+        strategy_count(
+            &f.registry,
+            "chatlab_create_chat_round_trips_total",
+            strategy,
         )
-        .unwrap_or(0.0)
     };
     let on_async = chatlab_testdb::driver() == chatlab_persistence::Driver::Async;
     let piped = |on_async_driver: f64, on_blocking: f64| {
