@@ -1,10 +1,11 @@
-//! How a listener is served: actix's HTTP/1 service, as actix-web's
+//! How a listener is bound and served: a socket with the backlog the
+//! settings ask for, then actix's HTTP/1 service, as actix-web's
 //! `HttpServer` assembles it, on each connection's [`Guarded`] socket, so
 //! that a request head that stalls between two requests of a connection
 //! meets a deadline too (see [`crate::http_limits`]).
 
 use std::fmt;
-use std::net::TcpListener;
+use std::net::{SocketAddr, TcpListener};
 use std::time::Duration;
 
 use actix_http::{HttpService, Protocol, Request, Response};
@@ -26,6 +27,34 @@ pub const LINGER: Duration = Duration::from_millis(500);
 /// made explicit): a request head that begins after it has the head
 /// timeout to arrive.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(5);
+
+/// A listening socket on `addr` (port 0 picks one) whose kernel queue
+/// holds `backlog` connections until the accept loop takes them.
+///
+/// `std`'s `TcpListener::bind` asks for 128, which a burst of connects
+/// overflows before actix's one accept thread drains it: the kernel then
+/// drops a handshake, and that client (a normal one among the burst's)
+/// waits for its retransmission a second later. Address reuse is set as
+/// actix-server sets it, so a restart binds while old sockets linger in
+/// TIME_WAIT.
+pub fn bind(addr: SocketAddr, backlog: u32) -> std::io::Result<TcpListener> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    #[cfg(unix)]
+    socket.set_reuse_address(true)?;
+    socket.bind(&addr.into())?;
+    // The setting's range (1..=65535) fits an i32.
+    socket.listen(i32::try_from(backlog).unwrap_or(i32::MAX))?;
+    Ok(socket.into())
+}
+
+/// The kernel's cap on any listener's backlog (`net.core.somaxconn`),
+/// where the system says; a larger backlog is silently cut to it.
+pub fn somaxconn() -> Option<u32> {
+    std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+}
 
 /// What a listener's workers take and how long they wait.
 #[derive(Debug, Clone, Copy)]
@@ -98,4 +127,34 @@ where
         .and_then(http)
     })?;
     Ok(builder.run())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::{Ipv4Addr, TcpStream};
+    use std::time::Duration;
+
+    use super::*;
+
+    /// Connections past `std`'s backlog of 128 are queued, not dropped,
+    /// while nothing accepts: each completes its handshake at once. With
+    /// `TcpListener::bind` the 130th waited for a retransmission.
+    #[test]
+    fn the_kernel_queues_the_backlog_asked_for() {
+        // Linux holds backlog + 1 and caps the backlog at somaxconn.
+        let queued = somaxconn().map_or(300, |cap| 300.min(cap as usize));
+        let listener = bind((Ipv4Addr::LOCALHOST, 0).into(), 300).expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let connected: Vec<TcpStream> = (0..queued)
+            .map(|i| {
+                TcpStream::connect_timeout(&addr, Duration::from_millis(500))
+                    .unwrap_or_else(|e| panic!("connection {i} of {queued} not queued: {e}"))
+            })
+            .collect();
+        assert_eq!(connected.len(), queued);
+        // And they are there to accept, in order, once the server gets to them.
+        listener.set_nonblocking(true).expect("nonblocking");
+        let accepted = std::iter::from_fn(|| listener.accept().ok()).count();
+        assert_eq!(accepted, queued);
+    }
 }

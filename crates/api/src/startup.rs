@@ -262,8 +262,9 @@ impl Application {
         });
 
         warn_if_connections_can_outrun_descriptors(&settings);
-        let (listener, port) = bind(settings.http.addr)?;
-        let (ops_listener, ops_port) = bind(settings.http.ops_addr)?;
+        warn_if_backlog_is_capped(settings.http.backlog);
+        let (listener, port) = bind(settings.http.addr, settings.http.backlog)?;
+        let (ops_listener, ops_port) = bind(settings.http.ops_addr, settings.http.backlog)?;
         let json_limit = settings.http.json_limit_bytes;
         let body_timeout = web::Data::new(BodyTimeout(settings.http.body_timeout));
         // Built once, here and for `chatlab openapi` alike; each worker
@@ -437,9 +438,26 @@ fn warn_if_connections_can_outrun_descriptors(settings: &Settings) {
     }
 }
 
-/// Binds `addr` (port 0 picks one), answering the bound port.
-fn bind(addr: SocketAddr) -> Result<(TcpListener, u16), StartupError> {
-    let listener = TcpListener::bind(addr).map_err(|source| StartupError::Bind { addr, source })?;
+/// Linux silently caps a listener's backlog at `net.core.somaxconn`: say
+/// so at startup when `HTTP_BACKLOG` asks for more, since a burst of
+/// connects then overflows the smaller queue.
+fn warn_if_backlog_is_capped(backlog: u32) {
+    let Some(somaxconn) = listener::somaxconn() else {
+        return;
+    };
+    if somaxconn < backlog {
+        tracing::warn!(
+            backlog,
+            somaxconn,
+            "the kernel caps HTTP_BACKLOG at net.core.somaxconn: raise it (sysctl) or lower HTTP_BACKLOG"
+        );
+    }
+}
+
+/// Binds `addr` (port 0 picks one) with `backlog`, answering the bound port.
+fn bind(addr: SocketAddr, backlog: u32) -> Result<(TcpListener, u16), StartupError> {
+    let listener =
+        listener::bind(addr, backlog).map_err(|source| StartupError::Bind { addr, source })?;
     let port = listener
         .local_addr()
         .map_err(|source| StartupError::Bind { addr, source })?

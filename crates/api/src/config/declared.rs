@@ -258,6 +258,20 @@ pub struct DeclaredSettings {
     )]
     pub http_max_connections_per_worker: usize,
 
+    /// Connections the kernel queues on each listener until the server accepts them (the
+    /// `listen(2)` backlog, as actix-server's own default; Linux caps it at
+    /// `net.core.somaxconn`). Past it a new connection's handshake is dropped and its client
+    /// retries a second later
+    #[arg(
+        long,
+        global = true,
+        env = "HTTP_BACKLOG",
+        default_value = "2048",
+        value_parser = clap::value_parser!(u32).range(1..=65535),
+        help_heading = "HTTP"
+    )]
+    pub http_backlog: u32,
+
     /// Actix worker threads [default: cores]
     #[arg(
         long,

@@ -139,6 +139,8 @@ pub struct HttpSettings {
     pub header_timeout: Duration,
     /// Most open connections per worker.
     pub max_connections_per_worker: usize,
+    /// Connections the kernel queues on each listener before they are accepted.
+    pub backlog: u32,
     /// Worker threads.
     pub workers: usize,
     /// Largest JSON body, in bytes.
@@ -262,6 +264,7 @@ impl Settings {
                 body_timeout: Duration::from_millis(d.http_body_timeout_ms),
                 header_timeout: Duration::from_millis(d.http_header_timeout_ms),
                 max_connections_per_worker: d.http_max_connections_per_worker,
+                backlog: d.http_backlog,
                 workers,
                 json_limit_bytes: d.http_json_limit_bytes,
                 import_limit_bytes: d.http_import_limit_bytes,
