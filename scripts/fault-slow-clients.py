@@ -67,13 +67,19 @@ from pathlib import Path
 
 MARGIN_FDS = 256
 
-# The attack's sockets take their ephemeral ports on 127.0.0.2 (all of
-# 127/8 is loopback): thousands of them on 127.0.0.1 would hold ports that
-# the next experiment may want to listen on (seen: the private PostgreSQL
-# cluster on 55432 could not start right after this one).
-CLIENT_ADDR = "127.0.0.2"
-
 MODES = ("content-length", "chunked", "stream-flood")
+
+# The attack's sockets take their ephemeral ports on 127.0.0.2 and up (all
+# of 127/8 is loopback): thousands of them on 127.0.0.1 would hold ports
+# that the next experiment may want to listen on (seen: the private
+# PostgreSQL cluster on 55432 could not start right after this one). Each
+# mode has an address of its own: the 15,000 sockets of content-length
+# leave about 13,000 of that address's ports in TIME_WAIT for a minute, and
+# a bind to port 0 then searches the few free ones, so long that the next
+# mode's client (seen: chunked's first round) opened its sockets too slowly
+# to see them answered before its deadline.
+CLIENT_ADDRS = {mode: f"127.0.0.{2 + i}" for i, mode in enumerate(MODES)}
+client_addr = CLIENT_ADDRS[MODES[0]]
 
 # The server's defaults these modes measure against.
 STREAMS_PER_USER = 16
@@ -102,6 +108,21 @@ def rss_mib(pid):
 
 def open_fds(pid):
     return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def listen_overflows():
+    """The kernel's count, machine-wide, of handshakes dropped because a
+    listener's queue was full (TcpExt ListenOverflows): each such client
+    retries a second later. None where /proc/net/netstat does not say."""
+    try:
+        lines = Path("/proc/net/netstat").read_text().splitlines()
+    except OSError:
+        return None
+    for names, values in zip(lines, lines[1:]):
+        if names.startswith("TcpExt:") and values.startswith("TcpExt:"):
+            table = dict(zip(names.split()[1:], values.split()[1:]))
+            return int(table["ListenOverflows"]) if "ListenOverflows" in table else None
+    return None
 
 
 def metrics(ops, *names):
@@ -249,7 +270,7 @@ class Attack:
 async def connect(port, gate):
     async with gate:
         return await asyncio.wait_for(
-            asyncio.open_connection("127.0.0.1", port, local_addr=(CLIENT_ADDR, 0)), 5
+            asyncio.open_connection("127.0.0.1", port, local_addr=(client_addr, 0)), 5
         )
 
 
@@ -839,11 +860,20 @@ RUNS = {
 
 def run_mode(args, out, mode):
     """One mode on a fresh server: its report lines and failures."""
+    global client_addr
+    client_addr = CLIENT_ADDRS[mode]
     run, env = RUNS[mode]
     server = Server(args, out, mode, env(args))
     failures = []
     try:
+        dropped_before = listen_overflows()
         lines, samples = run(args, server, failures)
+        dropped_after = listen_overflows()
+        dropped = None if None in (dropped_before, dropped_after) else dropped_after - dropped_before
+        lines.append(
+            f"| handshakes the kernel dropped, a listen queue full (machine-wide, during the mode) "
+            f"| {'not known' if dropped is None else dropped} |"
+        )
         write_samples(out, mode, samples)
         return lines, failures
     finally:
@@ -880,7 +910,9 @@ def main():
         "",
         f"Server: `{args.server_bin}` on its defaults but for {args.workers} workers, "
         f"HTTP_MAX_CONNECTIONS_PER_WORKER={args.max_connections_per_worker}, "
-        f"HTTP_BODY_TIMEOUT_MS={args.body_timeout_ms}; a fresh server and database per mode. "
+        f"HTTP_BODY_TIMEOUT_MS={args.body_timeout_ms}, "
+        f"HTTP_BACKLOG={os.environ.get('HTTP_BACKLOG', 'its default')}; a fresh server and database per mode, "
+        f"the hostile sockets of each from an address of its own ({', '.join(f'{m} {a}' for m, a in CLIENT_ADDRS.items())}). "
         f"Command: `{command}`.",
         "",
     ]
