@@ -82,7 +82,7 @@ pub struct Application {
 }
 
 impl Application {
-    /// Migrates (unless disabled), builds the pool, binds the listener and
+    /// Binds the listeners, migrates (unless disabled), builds the pool and
     /// prepares the server. `HTTP_ADDR` with port 0 binds a free port; see
     /// [`Application::port`].
     pub async fn build(settings: Settings) -> Result<Self, StartupError> {
@@ -95,6 +95,13 @@ impl Application {
                  anyone who asks; never run this way where others can reach the port"
             );
         }
+        // Before anything that takes a port of its own (the embedded broker's
+        // listener, pooled connections): a port a caller picked free and
+        // handed over in HTTP_ADDR is then still free when it is bound (seen:
+        // the mock cluster's broker took it first, and startup failed).
+        warn_if_backlog_is_capped(settings.http.backlog);
+        let (listener, port) = bind(settings.http.addr, settings.http.backlog)?;
+        let (ops_listener, ops_port) = bind(settings.http.ops_addr, settings.http.backlog)?;
         if settings.run_migrations {
             let applied = migrations::run_pending(&settings.db.url)
                 .await
@@ -262,9 +269,6 @@ impl Application {
         });
 
         warn_if_connections_can_outrun_descriptors(&settings);
-        warn_if_backlog_is_capped(settings.http.backlog);
-        let (listener, port) = bind(settings.http.addr, settings.http.backlog)?;
-        let (ops_listener, ops_port) = bind(settings.http.ops_addr, settings.http.backlog)?;
         let json_limit = settings.http.json_limit_bytes;
         let body_timeout = web::Data::new(BodyTimeout(settings.http.body_timeout));
         // Built once, here and for `chatlab openapi` alike; each worker
