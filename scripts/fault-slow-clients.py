@@ -79,7 +79,6 @@ MODES = ("content-length", "chunked", "stream-flood")
 # mode's client (seen: chunked's first round) opened its sockets too slowly
 # to see them answered before its deadline.
 CLIENT_ADDRS = {mode: f"127.0.0.{2 + i}" for i, mode in enumerate(MODES)}
-client_addr = CLIENT_ADDRS[MODES[0]]
 
 # The server's defaults these modes measure against.
 STREAMS_PER_USER = 16
@@ -267,18 +266,18 @@ class Attack:
         self.retry_after |= other.retry_after
 
 
-async def connect(port, gate):
+async def connect(server, gate):
     async with gate:
         return await asyncio.wait_for(
-            asyncio.open_connection("127.0.0.1", port, local_addr=(client_addr, 0)), 5
+            asyncio.open_connection("127.0.0.1", server.port, local_addr=(server.client_addr, 0)), 5
         )
 
 
-async def send(port, gate, attack, request):
+async def send(server, gate, attack, request):
     """A hostile socket that sent `request`: (reader, writer, when it was
     opened), or None, counted, when the server did not accept it."""
     try:
-        reader, writer = await connect(port, gate)
+        reader, writer = await connect(server, gate)
     except (OSError, asyncio.TimeoutError):
         attack.not_accepted += 1
         return None
@@ -302,10 +301,10 @@ async def until_closed(reader, deadline):
             return True
 
 
-async def content_length_client(port, attack, deadline, gate):
+async def content_length_client(server, attack, deadline, gate):
     """Headers, one body byte, then wait for the server's answer."""
     sent = await send(
-        port,
+        server,
         gate,
         attack,
         b"POST /v1/users HTTP/1.1\r\nHost: 127.0.0.1\r\n"
@@ -335,12 +334,12 @@ CHUNKED_ROUTES = (
 )
 
 
-async def chunked_client(port, attack, deadline, gate, i):
+async def chunked_client(server, attack, deadline, gate, i):
     """A chunked request's head and first chunk; then nothing (even `i`)
     or a chunk a second (odd `i`); reads until the server closes."""
     route = CHUNKED_ROUTES[(i // 2) % len(CHUNKED_ROUTES)]
     sent = await send(
-        port,
+        server,
         gate,
         attack,
         route + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
@@ -383,11 +382,11 @@ async def chunked_client(port, attack, deadline, gate, i):
         writer.close()
 
 
-async def stream_client(port, bearer, attack, deadline, gate, release):
+async def stream_client(server, bearer, attack, deadline, gate, release):
     """GET /v1/events: an admitted stream is held until `release` is set;
     any other answer is read until the server closes the connection."""
     sent = await send(
-        port,
+        server,
         gate,
         attack,
         f"GET /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {bearer}\r\n\r\n".encode(),
@@ -464,6 +463,7 @@ class Server:
         subprocess.run(["psql", self.admin, "-qc", f"CREATE DATABASE {self.db}"], check=True)
         self.port, self.ops_port = free_port(), free_port()
         self.ops = f"http://127.0.0.1:{self.ops_port}"
+        self.client_addr = CLIENT_ADDRS[mode]  # where its hostile sockets connect from
         self.secret = secrets.token_hex(32)
         self.log_path = out / f"server-{mode}.log"
         self.url = self.admin.rsplit("/", 1)[0] + "/" + self.db
@@ -664,7 +664,7 @@ def content_length(args, server, failures):
     async def hostile():
         deadline = time.monotonic() + hold
         gate = asyncio.Semaphore(500)
-        await asyncio.gather(*(content_length_client(server.port, attack, deadline, gate) for _ in range(args.sockets)))
+        await asyncio.gather(*(content_length_client(server, attack, deadline, gate) for _ in range(args.sockets)))
 
     samples, normal, took = asyncio.run(attack_with(server, hostile(), hold))
     time.sleep(1)
@@ -709,7 +709,7 @@ def chunked(args, server, failures):
             deadline = time.monotonic() + hold
             gate = asyncio.Semaphore(500)
             await asyncio.gather(
-                *(chunked_client(server.port, round_attack, deadline, gate, i) for i in range(args.flood))
+                *(chunked_client(server, round_attack, deadline, gate, i) for i in range(args.flood))
             )
 
         round_samples, round_normal, round_took = asyncio.run(attack_with(server, hostile(), hold - 1))
@@ -761,7 +761,7 @@ def stream_phase(args, server, name, bearers, failures, limit, limit_name):
         deadline = time.monotonic() + hold
         gate = asyncio.Semaphore(500)
         clients = asyncio.gather(
-            *(stream_client(server.port, bearers[i % len(bearers)], attack, deadline, gate, release) for i in range(args.flood))
+            *(stream_client(server, bearers[i % len(bearers)], attack, deadline, gate, release) for i in range(args.flood))
         )
         # Another user's stream, once the flood is under way.
         await asyncio.sleep(2)
@@ -860,8 +860,6 @@ RUNS = {
 
 def run_mode(args, out, mode):
     """One mode on a fresh server: its report lines and failures."""
-    global client_addr
-    client_addr = CLIENT_ADDRS[mode]
     run, env = RUNS[mode]
     server = Server(args, out, mode, env(args))
     failures = []
