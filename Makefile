@@ -48,7 +48,7 @@ DURATION ?= 30s
 STRATEGY ?= batch
 PUBLISH_MODE ?= off
 ifeq ($(QUICK),1)
-  DEMO_ARGS := --vus 10 --duration 2s --warmup 1s --rounds 2 --seed-users 300
+  DEMO_ARGS := --vus 10 --duration 1s --warmup 1s --rounds 2 --seed-users 300
   LOADTEST_ARGS := --vus 8 --duration 2s --seed-users 300
   CREATE_ARGS := --members $(MEMBERS) --vus 8 --duration 2s --seed-users 300
   SEED001_ARGS := --members 20,50 --vus 6,12 --duration 2s --warmup 1s --seed-users 300
@@ -77,10 +77,10 @@ ifeq ($(QUICK),1)
   READ_SIDE_ARGS := --members 10,50 --rate 50 --vus 8 --duration 1s --warmup 0s --rounds 1 --seed-users 300
   READ_MIXED_ARGS := --members 10,50 --rate 50 --vus 8 --duration 1s --warmup 0s --rounds 1 --seed-users 300
 else
-  DEMO_ARGS := --vus 20 --duration 6s --warmup 3s --rounds 3
+  DEMO_ARGS := --vus 20 --duration 2s --warmup 3s --rounds 6
   LOADTEST_ARGS := --vus 40 --duration 20s
   CREATE_ARGS := --members $(MEMBERS) --vus $(VUS) --duration $(DURATION)
-  SEED001_ARGS := --members 20,50 --vus 30,60,100 --duration 30s --warmup 5s --baseline
+  SEED001_ARGS := --members 20,50 --vus 30,60,100 --duration 10s --warmup 5s --rounds 3 --baseline
   RAMP_ARGS := --stages 85:30s,200:30s,300:30s,400:30s
   BASELINE_ARGS := --clients 8,20 --duration 15s
   CROSSCHECK_ARGS := --vus 32 --duration 10s
@@ -96,12 +96,12 @@ else
   DELIVERY_ARGS := --chats 50 --members 20 --rate 100 --duration 30s --drain 15s
   DELIVERY_KILL_ARGS := --chats 50 --members 20 --rate 100 --duration 30s --kill-broker-at 10s --broker-down 5s --drain 30s
   HOLD_CHATS := 300
-  LAYOUT_ARGS := --vus 20 --duration 10s --warmup 3s --rounds 3 --baseline
+  LAYOUT_ARGS := --vus 20 --duration 5s --warmup 3s --rounds 5 --baseline
   LAYOUT_RATE_ARGS := --vus 200 --duration 15s --warmup 3s --rounds 3
   LAYOUT_RATES := single:500 unnest:400 pipeline:400 batch:400 per_row:100
   LAYOUT_IMBALANCE_ARGS := --vus 2,3,4,5,8,20 --duration 10s --warmup 3s --rounds 3
   SYNCS_ARGS := --duration 10s --rounds 3
-  CROSSOVER_ARGS := --duration 3s --rounds 3
+  CROSSOVER_ARGS := --duration 3s --rounds 5
   READ_SIDE_ARGS := --members 10,200,1000 --rate 100 --vus 32 --duration 10s --warmup 2s --rounds 2
   READ_MIXED_ARGS := --members 10,200,1000 --rate 200 --vus 64 --duration 10s --warmup 2s --rounds 2
   FANOUT_ARGS := --members 10,50,200,1000,5000 --vus 8 --duration 6s --warmup 2s --rounds 2
@@ -159,16 +159,23 @@ RUNS ?= 50
 .PHONY: help run build release profiling-build test fuzz fmt fmt-check lint layering docs settings-docs schema-check deps-check \
         openapi docker-check k6-check db db-stop broker broker-stop ci clean-testdbs up down loadtest-docker dashboard-check
 
-demo: demo-plan load-build load-db ## The main job: per_row vs batch vs unnest vs single vs pipeline at 50 members on embedded defaults, beside pgbench: a short table and the verdict
+# UNTIL_WITHIN=5% keeps adding rounds to the demo (or any matrix target that
+# passes $(PRECISION)) until every ratio its verdict uses has a 95% interval
+# within ±5% of its estimate, or BUDGET runs out.
+UNTIL_WITHIN ?=
+BUDGET ?= 10m
+PRECISION := $(if $(UNTIL_WITHIN),--until-within $(UNTIL_WITHIN) --budget $(BUDGET))
+demo: demo-plan load-build load-db ## The main job: per_row vs batch vs unnest vs single vs pipeline at 50 members on embedded defaults, each beside pgbench on its SQL: a short table with 95% intervals, ties called, and the verdict
 	$(LOAD) matrix --name demo --spawn 1 --database-url $(LOAD_DATABASE_URL) \
-	    --strategies per_row,batch,unnest,single,pipeline --members 50 --baseline --compact $(DEMO_ARGS)
+	    --strategies per_row,batch,unnest,single,pipeline --members 50 --baseline --compact $(DEMO_ARGS) $(PRECISION)
 
 demo-plan:
 	@echo "make demo: 1. builds chatlab and chatlab-load (release: about 9 minutes the first time on 2 cores, seconds after);"
 	@echo "  2. starts PostgreSQL if nothing answers at $(LOAD_DATABASE_URL), and drops and recreates that database;"
 	@echo "  3. runs one chatlab server on embedded defaults (pool of cores x 2 + 1, Kafka's mock cluster in-process)"
-	@echo "     and writes chats of 50 members by each of the five strategies in turn, three rounds, then pgbench on"
-	@echo "     each strategy's SQL; 4. prints a short table and the verdict. Everything lands in results/demo-<UTC time>/."
+	@echo "     and writes chats of 50 members by each of the five strategies in turn, six rounds, each run beside"
+	@echo "     pgbench on its SQL; 4. prints a short table with 95% intervals and the verdict (ties called ties)."
+	@echo "     Everything lands in results/demo-<UTC time>/ (UNTIL_WITHIN=5% adds rounds until the intervals are that narrow)."
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-20s %s\n", $$1, $$2}'

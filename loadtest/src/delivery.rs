@@ -25,13 +25,13 @@ use uuid::Uuid;
 use crate::auth::{DEFAULT_ISSUER, Signer};
 use crate::commands::machine_note;
 use crate::error::LoadError;
-use crate::experiment::{ServerVariant, parse_kv};
 use crate::fault::{Broker, BrokerStorage};
 use crate::fleet::{Fleet, FleetSpec};
 use crate::latency::Latencies;
 use crate::prom::{Exposition, HistogramSnapshot};
 use crate::scenario::seed_users;
 use crate::schedule::parse_duration;
+use crate::variant::{ServerVariant, parse_kv};
 
 /// Flags of `delivery`.
 #[derive(Debug, Args)]

@@ -22,7 +22,7 @@ use actix_web::dev::ServerHandle;
 use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
 
 use crate::error::LoadError;
-use crate::experiment::ServerVariant;
+use crate::variant::ServerVariant;
 
 /// The value of an endpoint variable that means "this harness's sink".
 pub const PLACEHOLDER: &str = "sink";

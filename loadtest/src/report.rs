@@ -103,10 +103,22 @@ pub struct CellResult {
     /// The slowest requests sent with a `traceparent` (`results.md` only).
     #[serde(skip)]
     pub slowest_traces: SlowestTraces,
-    /// The throughput of each round's run of this cell, in the order they
-    /// ran (`results.md` only).
+    /// Rounds the cell ran.
+    #[serde(rename = "rounds")]
+    pub rounds_run: usize,
+    /// The 95% interval of the throughput over the rounds (0 and 0: fewer
+    /// than two rounds).
+    pub throughput_lo: f64,
+    /// Its upper end.
+    pub throughput_hi: f64,
+    /// The 95% interval of the share of pgbench, paired round by round.
+    pub pgbench_ratio_lo: f64,
+    /// Its upper end.
+    pub pgbench_ratio_hi: f64,
+    /// Each round's figures beside its yardstick's, in the order they ran
+    /// (`results.md` and `rounds.csv`).
     #[serde(skip)]
-    pub round_rps: Vec<f64>,
+    pub rounds: Vec<crate::rounds::RoundFigures>,
     /// Each operation's figures, in a cell whose scenario mixes them
     /// (`results.md` only).
     #[serde(skip)]
@@ -210,6 +222,21 @@ impl CellResult {
         self.cpu_percent = s.cpu_percent;
     }
 
+    /// The interval columns, from the rounds: throughput, and the share of
+    /// pgbench (whose figure becomes the geometric mean of the rounds'
+    /// paired shares).
+    pub fn set_intervals(&mut self) {
+        use crate::rounds::Figure;
+        self.rounds_run = self.rounds.len();
+        if let Some(i) = self.interval(Figure::Throughput) {
+            (self.throughput_lo, self.throughput_hi) = (i.lo, i.hi);
+        }
+        if let Some(i) = self.of_pgbench() {
+            self.pgbench_ratio = i.estimate;
+            (self.pgbench_ratio_lo, self.pgbench_ratio_hi) = (i.lo, i.hi);
+        }
+    }
+
     /// The figures thresholds check.
     pub fn figures(&self) -> Figures {
         Figures {
@@ -282,13 +309,18 @@ pub fn to_csv(cells: &[CellResult]) -> String {
         "voluntary_switches_per_request",
         "imbalanced_wait_share",
         "wal_bytes_per_request",
+        "rounds",
+        "throughput_lo",
+        "throughput_hi",
+        "pgbench_ratio_lo",
+        "pgbench_ratio_hi",
     ];
     out.push_str(&header.join(","));
     out.push('\n');
     for c in cells {
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{:.2},{:.1},{:.2},{:.2},{:.2},{:.2},{},{},{},{},{},{:.2},{},{:.3},{:.3},{:.3},{:.3},{},{:.1},{:.1},{:.1},{:.1},{:.1},{:.3},{:.1},{:.0},{:.1},{:.3},{:.2},{:.2},{:.4},{:.0}",
+            "{},{},{},{},{},{},{},{},{:.2},{:.1},{:.2},{:.2},{:.2},{:.2},{},{},{},{},{},{:.2},{},{:.3},{:.3},{:.3},{:.3},{},{:.1},{:.1},{:.1},{:.1},{:.1},{:.3},{:.1},{:.0},{:.1},{:.3},{:.2},{:.2},{:.4},{:.0},{},{:.1},{:.1},{:.3},{:.3}",
             c.server,
             c.strategy,
             c.publish_mode,
@@ -328,7 +360,12 @@ pub fn to_csv(cells: &[CellResult]) -> String {
             c.switches_per_request,
             c.voluntary_switches_per_request,
             c.imbalanced_wait_share,
-            c.wal_bytes_per_request
+            c.wal_bytes_per_request,
+            c.rounds_run,
+            c.throughput_lo,
+            c.throughput_hi,
+            c.pgbench_ratio_lo,
+            c.pgbench_ratio_hi
         );
     }
     out
@@ -493,6 +530,36 @@ pub fn ops_markdown(cells: &[CellResult]) -> String {
     out
 }
 
+/// Every round of every cell, one row each: what `rounds_markdown` shows,
+/// for a reader who wants to compute something else from the rounds.
+pub fn rounds_csv(cells: &[CellResult], labels: &[String]) -> String {
+    let mut out = String::from(
+        "cell,round,rps,p95_ms,hold_ms,cpu_us,pgbench_tps,yardstick_first,load_before,load_after,steal_percent,busy_percent,other_cpu_percent\n",
+    );
+    for (c, label) in cells.iter().zip(labels) {
+        for r in &c.rounds {
+            let _ = writeln!(
+                out,
+                "\"{}\",{},{:.2},{:.3},{:.3},{:.1},{:.2},{},{:.2},{:.2},{:.2},{:.1},{:.1}",
+                label.replace('"', "'"),
+                r.round + 1,
+                r.rps,
+                r.p95_ms,
+                r.hold_ms,
+                r.cpu_us,
+                r.pgbench_tps,
+                r.yardstick_first,
+                r.noise.load_before,
+                r.noise.load_after,
+                r.noise.steal_percent,
+                r.noise.busy_percent,
+                r.noise.other_cpu_percent
+            );
+        }
+    }
+    out
+}
+
 /// Writes `results.csv` and `results.md` (with `notes` above the table, and
 /// below it each operation of a mixed cell, the rounds and the slowest
 /// traced requests).
@@ -505,12 +572,14 @@ pub fn write(dir: &Path, cells: &[CellResult], notes: &str) -> std::io::Result<(
     } else {
         format!("\n{traces}")
     };
-    let rounds = crate::summary::rounds_markdown(cells);
+    let labels = crate::summary::labels(cells);
+    let rounds = crate::rounds::rounds_markdown(cells, &labels);
     let rounds = if rounds.is_empty() {
         rounds
     } else {
+        std::fs::write(dir.join("rounds.csv"), rounds_csv(cells, &labels))?;
         format!(
-            "\n## Per round\n\nEach round's run of each cell, in the order the rounds ran.\n\n{rounds}"
+            "\n## Per round\n\nEach round's run of each cell beside its yardstick (pgbench on the same SQL, right before or after it), and what else the machine did meanwhile (other CPU: processes that are not the experiment's, in percent of one core), in the order the rounds ran; also in `rounds.csv`.\n\n{rounds}"
         )
     };
     let ops = ops_markdown(cells);

@@ -1,7 +1,13 @@
 //! The verdict of a run that compares strategies on otherwise equal cells:
-//! two lines a newcomer can read without the table.
+//! a few lines a newcomer can read without the table, each comparison with
+//! its 95% interval, and two strategies the rounds cannot tell apart
+//! called level (benchstat's `~`), not ranked by a difference in means.
+
+use std::fmt::Write as _;
 
 use crate::report::CellResult;
+use crate::rounds::{Figure, comparable, ratio};
+use crate::uncertainty::{Call, Interval};
 
 /// Whether the cells differ by strategy alone: one cell per strategy, at
 /// least two, everything else equal.
@@ -27,37 +33,220 @@ pub fn compares_strategies(cells: &[CellResult]) -> bool {
         && cells.iter().all(|c| key(c) == key(first))
 }
 
-/// The strategies from fastest to slowest by `figure`.
-pub fn ranking(cells: &[CellResult], figure: impl Fn(&CellResult) -> f64) -> Vec<&str> {
-    let mut ranked: Vec<&CellResult> = cells.iter().collect();
-    ranked.sort_by(|a, b| figure(b).total_cmp(&figure(a)));
-    ranked.into_iter().map(|c| c.strategy.as_str()).collect()
+/// The mean of `figure` over a cell's rounds (the cell's own figure when
+/// it has no rounds).
+fn mean(c: &CellResult, figure: Figure) -> f64 {
+    let values = c.series(figure);
+    if values.is_empty() {
+        match figure {
+            Figure::Pgbench => c.pgbench_tps,
+            _ => c.throughput_rps,
+        }
+    } else {
+        values.iter().sum::<f64>() / values.len() as f64
+    }
 }
 
-/// Two lines: which strategy won and by how much, and what each held of
-/// its connection and how many round trips it took. `None` unless the
-/// cells differ by strategy alone (one cell per strategy, at least two).
+/// The cells from highest to lowest `figure` (throughput, or pgbench's tps
+/// on their SQL), in tiers: a cell joins the tier above it when the
+/// paired ratio to the cell just above holds 1 in its interval. Without
+/// an interval (one round) every cell is a tier of its own.
+pub fn tiers(cells: &[CellResult], figure: Figure) -> Vec<Vec<&CellResult>> {
+    let mut sorted: Vec<&CellResult> = cells.iter().collect();
+    sorted.sort_by(|a, b| mean(b, figure).total_cmp(&mean(a, figure)));
+    let mut out: Vec<Vec<&CellResult>> = Vec::new();
+    for (i, c) in sorted.iter().enumerate() {
+        let level = i > 0 && ratio(sorted[i - 1], c, figure).is_some_and(|r| r.call() == Call::Tie);
+        match out.last_mut() {
+            Some(tier) if level => tier.push(c),
+            _ => out.push(vec![c]),
+        }
+    }
+    out
+}
+
+/// `single > unnest ~ pipeline > batch`.
+pub fn show_tiers(tiers: &[Vec<&CellResult>]) -> String {
+    tiers
+        .iter()
+        .map(|t| {
+            t.iter()
+                .map(|c| c.strategy.as_str())
+                .collect::<Vec<_>>()
+                .join(" ~ ")
+        })
+        .collect::<Vec<_>>()
+        .join(" > ")
+}
+
+/// The rank of each strategy, level ones sharing theirs: `1`, `2`, `2`, `4`.
+pub fn ranks(cells: &[CellResult], figure: Figure) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut place = 1;
+    for tier in tiers(cells, figure) {
+        let shared = tier.len() > 1;
+        for c in &tier {
+            out.push((
+                c.strategy.clone(),
+                if shared {
+                    format!("{place}=")
+                } else {
+                    place.to_string()
+                },
+            ));
+        }
+        place += tier.len();
+    }
+    out
+}
+
+/// How chatlab's order of two strategies compares with pgbench's on the
+/// same SQL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Agreement {
+    /// Pairs one puts ahead and the other behind, each clearly: a real
+    /// disagreement. (chatlab's first, chatlab's second.)
+    pub opposite: Vec<(String, String)>,
+    /// Pairs one tells apart and the other calls level.
+    pub tie_differs: Vec<(String, String)>,
+}
+
+/// Every pair of strategies, called by chatlab's paired rounds and by
+/// pgbench's.
+pub fn agreement(cells: &[CellResult]) -> Agreement {
+    let mut out = Agreement {
+        opposite: Vec::new(),
+        tie_differs: Vec::new(),
+    };
+    let call = |a: &CellResult, b: &CellResult, f: Figure| {
+        ratio(a, b, f).map_or_else(
+            // One round: the means decide, as there is nothing else.
+            || match mean(a, f).total_cmp(&mean(b, f)) {
+                std::cmp::Ordering::Less => Call::Behind,
+                std::cmp::Ordering::Greater => Call::Ahead,
+                std::cmp::Ordering::Equal => Call::Tie,
+            },
+            |r| r.call(),
+        )
+    };
+    for (i, a) in cells.iter().enumerate() {
+        for b in &cells[i + 1..] {
+            let ours = call(a, b, Figure::Throughput);
+            let theirs = call(a, b, Figure::Pgbench);
+            let pair = if ours == Call::Behind || (ours == Call::Tie && theirs == Call::Behind) {
+                (b.strategy.clone(), a.strategy.clone())
+            } else {
+                (a.strategy.clone(), b.strategy.clone())
+            };
+            match (ours, theirs) {
+                (Call::Ahead, Call::Behind) | (Call::Behind, Call::Ahead) => {
+                    out.opposite.push(pair);
+                }
+                (x, y) if x != y => out.tie_differs.push(pair),
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// A paired ratio with its interval (`~` first when it is a tie), or the
+/// bare ratio of means when the run has one round.
+fn show_ratio(a: &CellResult, b: &CellResult, figure: Figure) -> String {
+    match ratio(a, b, figure) {
+        Some(r) => r.show_called(),
+        None => format!("{:.2}×", mean(a, figure) / mean(b, figure).max(1e-9)),
+    }
+}
+
+/// A figure and its unit, with its interval when the rounds give one.
+fn show_mean(c: &CellResult, figure: Figure, decimals: usize, unit: &str) -> String {
+    match c.interval(figure) {
+        Some(i) => i.show_unit(decimals, unit),
+        None => format!("{:.decimals$} {unit}", mean(c, figure)),
+    }
+}
+
+/// The verdict: who won and by how much, with intervals; which strategies
+/// the run cannot tell apart; what each held of its connection; and
+/// whether pgbench on the same SQL orders them the same way. `None` unless
+/// the cells differ by strategy alone.
 pub fn verdict(cells: &[CellResult]) -> Option<String> {
     if !compares_strategies(cells) {
         return None;
     }
     let first = cells.first()?;
-    let mut ranked: Vec<&CellResult> = cells.iter().collect();
-    ranked.sort_by(|a, b| b.throughput_rps.total_cmp(&a.throughput_rps));
-    let best = ranked[0];
-    let others: Vec<String> = ranked[1..]
+    let rounds = cells.iter().map(|c| c.rounds.len()).min().unwrap_or(0);
+    let tiers = tiers(cells, Figure::Throughput);
+    let leaders = tiers.first()?;
+    let best = leaders.first()?;
+    let mut out = String::new();
+    let method = if rounds >= 2 {
+        format!("{rounds} rounds; 95% intervals, Student's t on the rounds, ratios paired by round")
+    } else {
+        "one round: no intervals, and no tie can be called".to_owned()
+    };
+    let behind: Vec<String> = tiers[1..]
         .iter()
+        .flatten()
         .map(|c| {
             format!(
-                "{:.2}× {} ({:.0})",
-                best.throughput_rps / c.throughput_rps.max(1e-9),
+                "{} {} ({:.0})",
+                show_ratio(best, c, Figure::Throughput),
                 c.strategy,
-                c.throughput_rps
+                mean(c, Figure::Throughput)
             )
         })
         .collect();
-    let held: Vec<String> = ranked
+    let ahead_of = if behind.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", behind.join(", "))
+    };
+    if leaders.len() == 1 {
+        let _ = write!(
+            out,
+            "Verdict ({method}): {} won at {}{ahead_of} ({} members, {} VUs).",
+            best.strategy,
+            show_mean(best, Figure::Throughput, 0, "req/s"),
+            first.members,
+            first.vus
+        );
+    } else {
+        let names: Vec<&str> = leaders.iter().map(|c| c.strategy.as_str()).collect();
+        let _ = write!(
+            out,
+            "Verdict ({method}): no single winner: {} lead level at {}{} ({} members, {} VUs).",
+            join_words(&names),
+            leaders
+                .iter()
+                .map(|c| show_mean(c, Figure::Throughput, 0, "req/s"))
+                .collect::<Vec<_>>()
+                .join(" and "),
+            if behind.is_empty() {
+                String::new()
+            } else {
+                format!("; {} against the rest{ahead_of}", best.strategy)
+            },
+            first.members,
+            first.vus
+        );
+    }
+    for tier in tiers.iter().filter(|t| t.len() > 1) {
+        for pair in tier.windows(2) {
+            let _ = write!(
+                out,
+                "\n{} and {} are indistinguishable in this run ({} {}).",
+                pair[0].strategy,
+                pair[1].strategy,
+                show_ratio(pair[0], pair[1], Figure::Throughput),
+                pair[1].strategy
+            );
+        }
+    }
+    let held: Vec<String> = tiers
         .iter()
+        .flatten()
         .map(|c| {
             let trips = if c.round_trips > 0.0 {
                 let plural = if (c.round_trips - 1.0).abs() < 0.05 {
@@ -69,103 +258,296 @@ pub fn verdict(cells: &[CellResult]) -> Option<String> {
             } else {
                 String::new()
             };
-            format!("{} {:.2} ms{trips}", c.strategy, c.use_time_mean_ms)
+            let hold = match c.interval(Figure::Hold) {
+                Some(i) => i.show_unit(2, "ms"),
+                None => format!("{:.2} ms", c.use_time_mean_ms),
+            };
+            format!("{} {hold}{trips}", c.strategy)
         })
         .collect();
-    let mut out = format!(
-        "Verdict: {} won at {:.0} req/s: {} ({} members, {} VUs).\n\
-         Connection held per request, mean: {}.",
-        best.strategy,
-        best.throughput_rps,
-        others.join(", "),
-        first.members,
-        first.vus,
+    let _ = write!(
+        out,
+        "\nConnection held per request, mean: {}.",
         held.join("; ")
     );
-    if cells.iter().all(|c| c.pgbench_tps > 0.0) {
-        let ours = ranking(cells, |c| c.throughput_rps);
-        let theirs = ranking(cells, |c| c.pgbench_tps);
-        out.push_str(&format!(
+    if cells.iter().all(|c| mean(c, Figure::Pgbench) > 0.0) {
+        let _ = write!(
+            out,
             "\nRanking: chatlab {}; pgbench on the same SQL {} ({}).",
-            ours.join(" > "),
-            theirs.join(" > "),
-            if ours == theirs {
-                "the same"
-            } else {
-                "they differ"
-            }
-        ));
+            show_tiers(&tiers),
+            show_tiers(&self::tiers(cells, Figure::Pgbench)),
+            agreement_words(&agreement(cells))
+        );
     }
     Some(out)
+}
+
+/// The agreement in words.
+fn agreement_words(a: &Agreement) -> String {
+    let pairs = |v: &[(String, String)], sep: &str| {
+        v.iter()
+            .map(|(x, y)| format!("{x}{sep}{y}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match (a.opposite.is_empty(), a.tie_differs.is_empty()) {
+        (true, true) => "the same, ties included".to_owned(),
+        (true, false) => format!(
+            "no pair in opposite order; one of the two calls level what the other tells apart: {}",
+            pairs(&a.tie_differs, " and ")
+        ),
+        (false, _) => format!(
+            "they differ: chatlab puts {} where pgbench puts them the other way",
+            pairs(&a.opposite, " ahead of ")
+        ),
+    }
+}
+
+/// `a`, `a and b`, `a, b and c`.
+fn join_words(words: &[&str]) -> String {
+    match words {
+        [] => String::new(),
+        [one] => (*one).to_owned(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
+    }
+}
+
+/// The widest interval among the ratios a verdict uses, as a share (0.05:
+/// ±5%), and what it is: the throughput of every pair of cells that differ
+/// in one setting (strategies, server variants, pool sizes, publish modes),
+/// and each cell's share of pgbench. `None` when a ratio has no interval
+/// yet.
+pub fn widest_ratio(cells: &[CellResult]) -> Option<(String, f64)> {
+    let mut widest: Option<(String, f64)> = None;
+    let mut offer = |name: String, i: Option<Interval>| -> Option<()> {
+        let w = i?.relative_half_width();
+        if widest.as_ref().is_none_or(|(_, x)| w > *x) {
+            widest = Some((name, w));
+        }
+        Some(())
+    };
+    for (i, a) in cells.iter().enumerate() {
+        for b in &cells[i + 1..] {
+            let Some(setting) = comparable(a, b) else {
+                continue;
+            };
+            let side = |c: &CellResult| match setting {
+                "server" => c.server.clone(),
+                "pool" => format!("pool {}", c.pool_size),
+                "mode" => c.publish_mode.clone(),
+                _ => c.strategy.clone(),
+            };
+            offer(
+                format!("{} / {}", side(a), side(b)),
+                ratio(a, b, Figure::Throughput),
+            )?;
+        }
+        if a.rounds.iter().any(|r| r.pgbench_tps > 0.0) {
+            offer(format!("{} / pgbench", a.strategy), a.of_pgbench())?;
+        }
+    }
+    widest
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::noise::Noise;
+    use crate::rounds::RoundFigures;
 
-    fn cell(strategy: &str, rps: f64, held: f64, trips: f64) -> CellResult {
+    fn cell(strategy: &str, rps: &[f64], tps: &[f64], held: f64, trips: f64) -> CellResult {
         CellResult {
             strategy: strategy.into(),
             members: 50,
             vus: 20,
-            throughput_rps: rps,
+            throughput_rps: rps.iter().sum::<f64>() / rps.len() as f64,
             use_time_mean_ms: held,
             round_trips: trips,
+            rounds: rps
+                .iter()
+                .enumerate()
+                .map(|(round, &rps)| RoundFigures {
+                    round,
+                    rps,
+                    hold_ms: held,
+                    pgbench_tps: tps.get(round).copied().unwrap_or(0.0),
+                    noise: Noise::default(),
+                    ..RoundFigures::default()
+                })
+                .collect(),
             ..CellResult::default()
         }
     }
 
     #[test]
+    fn rounds_that_overlap_are_a_tie_and_rounds_that_do_not_a_winner() {
+        // pipeline and unnest trade places round by round: a tie.
+        let overlapping = [
+            cell("pipeline", &[1300.0, 1240.0, 1350.0, 1260.0], &[], 5.0, 1.0),
+            cell("unnest", &[1250.0, 1330.0, 1270.0, 1320.0], &[], 5.2, 5.0),
+        ];
+        let v = verdict(&overlapping).unwrap();
+        assert!(v.contains("no single winner: "), "{v}");
+        assert!(v.contains("are indistinguishable in this run (~ "), "{v}");
+        assert_eq!(ranks(&overlapping, Figure::Throughput)[1].1, "1=");
+        // single ahead in every round by about a fifth: a winner.
+        let apart = [
+            cell("single", &[1500.0, 1480.0, 1560.0, 1510.0], &[], 4.0, 1.0),
+            cell("unnest", &[1250.0, 1230.0, 1270.0, 1260.0], &[], 5.2, 5.0),
+        ];
+        let v = verdict(&apart).unwrap();
+        assert!(v.starts_with("Verdict (4 rounds; 95% intervals"), "{v}");
+        assert!(v.contains("): single won at 1512 req/s ["), "{v}");
+        assert!(v.contains("unnest (1252)"), "{v}");
+        assert!(!v.contains("indistinguishable"), "{v}");
+        assert_eq!(
+            ranks(&apart, Figure::Throughput),
+            vec![
+                ("single".to_owned(), "1".to_owned()),
+                ("unnest".to_owned(), "2".to_owned())
+            ]
+        );
+    }
+
+    #[test]
     fn names_the_winner_its_margins_and_what_each_held() {
         let cells = [
-            cell("per_row", 180.0, 25.0, 54.0),
-            cell("batch", 800.0, 5.5, 5.0),
-            cell("single", 1000.0, 3.0, 1.0),
+            cell("per_row", &[180.0, 182.0, 178.0], &[], 25.0, 54.0),
+            cell("batch", &[800.0, 790.0, 810.0], &[], 5.5, 5.0),
+            cell("single", &[1000.0, 1010.0, 990.0], &[], 3.0, 1.0),
         ];
         let v = verdict(&cells).unwrap();
         assert!(
-            v.starts_with(
-                "Verdict: single won at 1000 req/s: 1.25× batch (800), 5.56× per_row (180)"
+            v.contains(
+                "single won at 1000 req/s [975, 1025]: 1.25× [1.18, 1.32] batch (800), 5.56× ["
             ),
             "{v}"
         );
         assert!(
-            v.contains("single 3.00 ms, 1 round trip; batch 5.50 ms, 5 round trips"),
+            v.contains("single 3.00 ms [3.00, 3.00], 1 round trip; batch 5.50 ms [5.50, 5.50], 5 round trips"),
             "{v}"
         );
     }
 
     #[test]
-    fn sets_its_ranking_beside_pgbench_s() {
-        let mut cells = [
-            cell("per_row", 180.0, 25.0, 54.0),
-            cell("batch", 800.0, 5.5, 5.0),
-            cell("single", 1000.0, 3.0, 1.0),
+    fn one_round_ranks_by_the_means_and_says_it_cannot_call_ties() {
+        let cells = [
+            cell("batch", &[800.0], &[], 5.5, 5.0),
+            cell("single", &[1000.0], &[], 3.0, 1.0),
         ];
-        for (c, tps) in cells.iter_mut().zip([200.0, 1100.0, 1000.0]) {
-            c.pgbench_tps = tps;
-        }
         let v = verdict(&cells).unwrap();
         assert!(
-            v.ends_with(
-                "Ranking: chatlab single > batch > per_row; pgbench on the same SQL batch > single > per_row (they differ)."
-            ),
+            v.starts_with("Verdict (one round: no intervals, and no tie can be called): single won at 1000 req/s: 1.25× batch (800)"),
             "{v}"
         );
-        cells[1].pgbench_tps = 900.0;
-        assert!(verdict(&cells).unwrap().ends_with("(the same)."));
+    }
+
+    #[test]
+    fn the_pgbench_ranking_is_compared_with_ties() {
+        // chatlab: single > pipeline ~ unnest; pgbench: single > unnest > pipeline.
+        let cells = [
+            cell(
+                "single",
+                &[1500.0, 1520.0, 1480.0],
+                &[1600.0, 1610.0, 1590.0],
+                4.0,
+                1.0,
+            ),
+            cell(
+                "pipeline",
+                &[1300.0, 1240.0, 1350.0],
+                &[1300.0, 1290.0, 1310.0],
+                5.0,
+                1.0,
+            ),
+            cell(
+                "unnest",
+                &[1250.0, 1330.0, 1270.0],
+                &[1400.0, 1395.0, 1410.0],
+                5.0,
+                5.0,
+            ),
+        ];
+        let v = verdict(&cells).unwrap();
+        assert!(
+            v.contains("Ranking: chatlab single > pipeline ~ unnest; pgbench on the same SQL single > unnest > pipeline (no pair in opposite order; one of the two calls level what the other tells apart: unnest and pipeline)."),
+            "{v}"
+        );
+        // Now chatlab clearly puts pipeline ahead where pgbench puts it behind.
+        let mut flipped = cells.clone();
+        flipped[1] = cell(
+            "pipeline",
+            &[1400.0, 1410.0, 1390.0],
+            &[1300.0, 1290.0, 1310.0],
+            5.0,
+            1.0,
+        );
+        flipped[2] = cell(
+            "unnest",
+            &[1200.0, 1210.0, 1190.0],
+            &[1400.0, 1395.0, 1410.0],
+            5.0,
+            5.0,
+        );
+        let a = agreement(&flipped);
+        assert_eq!(
+            a.opposite,
+            vec![("pipeline".to_owned(), "unnest".to_owned())]
+        );
+        assert!(
+            verdict(&flipped)
+                .unwrap()
+                .contains("they differ: chatlab puts pipeline ahead of unnest")
+        );
+        let same = [cells[0].clone(), flipped[1].clone()];
+        assert!(
+            verdict(&same)
+                .unwrap()
+                .ends_with("(the same, ties included).")
+        );
     }
 
     #[test]
     fn says_nothing_when_more_than_the_strategy_varies() {
-        let mut other = cell("batch", 800.0, 5.5, 5.0);
+        let mut other = cell("batch", &[800.0], &[], 5.5, 5.0);
         other.members = 20;
-        assert!(verdict(&[cell("per_row", 180.0, 25.0, 54.0), other]).is_none());
-        assert!(verdict(&[cell("batch", 800.0, 5.5, 5.0)]).is_none());
+        assert!(verdict(&[cell("per_row", &[180.0], &[], 25.0, 54.0), other]).is_none());
+        assert!(verdict(&[cell("batch", &[800.0], &[], 5.5, 5.0)]).is_none());
         let twice = [
-            cell("batch", 800.0, 5.5, 5.0),
-            cell("batch", 700.0, 5.5, 5.0),
+            cell("batch", &[800.0], &[], 5.5, 5.0),
+            cell("batch", &[700.0], &[], 5.5, 5.0),
         ];
         assert!(verdict(&twice).is_none());
+    }
+
+    #[test]
+    fn the_widest_ratio_names_itself_and_needs_two_rounds() {
+        let cells = [
+            cell(
+                "single",
+                &[1500.0, 1520.0, 1480.0],
+                &[1600.0, 1610.0, 1590.0],
+                4.0,
+                1.0,
+            ),
+            cell(
+                "unnest",
+                &[1250.0, 1330.0, 1270.0],
+                &[1400.0, 1395.0, 1410.0],
+                5.0,
+                5.0,
+            ),
+        ];
+        let (name, w) = widest_ratio(&cells).unwrap();
+        assert!(
+            name == "single / unnest" || name == "unnest / pgbench",
+            "{name}"
+        );
+        assert!(w > 0.01 && w < 0.5, "{w}");
+        let one = [
+            cell("single", &[1500.0], &[], 4.0, 1.0),
+            cell("unnest", &[1250.0], &[], 5.0, 5.0),
+        ];
+        assert!(widest_ratio(&one).is_none());
     }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::experiment::closed;
+use crate::measure::closed;
 use crate::scenario::{Scenario, SeedAt, SeedSpec, Workload, seed};
 use crate::schedule::parse_duration;
 use crate::{runner, scenario};

@@ -34,6 +34,7 @@ use uuid::Uuid;
 use crate::error::LoadError;
 use crate::latency::Latencies;
 use crate::schedule::parse_duration;
+use crate::uncertainty::{Call, Interval};
 use crate::wal::WalProbe;
 
 use super::{machine_note, results_dir, round_order, write_results};
@@ -412,11 +413,45 @@ fn means(cells: &[Cell], rows: usize, method: Method) -> Option<f64> {
     (!of.is_empty()).then(|| of.iter().sum::<f64>() / of.len() as f64)
 }
 
+/// `a`'s rows/s over `b`'s at `rows`, paired by round: its interval when
+/// two rounds or more ran, else the ratio of the one round's figures.
+fn ratio(cells: &[Cell], rows: usize, a: Method, b: Method) -> Option<(f64, Option<Interval>)> {
+    let of = |m: Method| {
+        cells
+            .iter()
+            .filter(move |c| c.rows == rows && c.method == m)
+    };
+    let pairs: Vec<(f64, f64)> = of(a)
+        .filter_map(|ca| {
+            let cb = of(b).find(|cb| cb.round == ca.round)?;
+            Some((ca.rows_per_second(), cb.rows_per_second()))
+        })
+        .collect();
+    let first = pairs.first()?;
+    let bare = first.0 / first.1.max(1e-9);
+    Some(match Interval::of_ratio(&pairs) {
+        Some(i) => (i.estimate, Some(i)),
+        None => (bare, None),
+    })
+}
+
+/// A ratio as the summary shows it: with its interval and `~` for a tie,
+/// or bare when there was one round.
+fn show(r: Option<(f64, Option<Interval>)>) -> String {
+    match r {
+        Some((_, Some(i))) => i.show_called(),
+        Some((bare, None)) => format!("{bare:.2}"),
+        None => "-".to_owned(),
+    }
+}
+
 /// Per row count: each method's mean rows/s, the best INSERT that sends
 /// its rows (`unnest`, `batch`: the question COPY answers), COPY against
-/// it and against `single` (whose rows never travel); then the crossover:
-/// the smallest row count of the grid from which COPY beats every INSERT
-/// that sends rows, at it and at every larger one.
+/// it and against `single` (whose rows never travel), paired by round with
+/// 95% intervals; then the crossover: the smallest row count of the grid
+/// from which COPY is ahead of every INSERT that sends rows (its interval
+/// above 1), at it and at every larger one, and the row counts where the
+/// two are level (the interval holds 1).
 fn summary(cells: &[Cell], args: &CrossoverArgs) -> String {
     let mut sizes = args.rows.clone();
     sizes.sort_unstable();
@@ -433,7 +468,7 @@ fn summary(cells: &[Cell], args: &CrossoverArgs) -> String {
         out.push_str("---|");
     }
     out.push_str("---|---|---|\n");
-    let mut wins = Vec::new();
+    let mut calls = Vec::new();
     for &n in &sizes {
         let _ = write!(out, "| {n} |");
         for &m in &methods {
@@ -449,46 +484,64 @@ fn summary(cells: &[Cell], args: &CrossoverArgs) -> String {
             .filter(|&&m| matches!(m, Method::Unnest | Method::Batch))
             .filter_map(|&m| means(cells, n, m).map(|v| (m, v)))
             .max_by(|a, b| a.1.total_cmp(&b.1));
-        let copy = means(cells, n, Method::Copy);
-        let single = match (copy, means(cells, n, Method::Single)) {
-            (Some(copy), Some(single)) => format!("{:.2}", copy / single.max(1e-9)),
-            _ => "-".to_owned(),
-        };
-        match (copy, best) {
-            (Some(copy), Some((m, v))) => {
-                let _ = writeln!(
-                    out,
-                    " {} | {:.2} | {single} |",
-                    m.as_str(),
-                    copy / v.max(1e-9)
-                );
-                wins.push((n, copy > v));
+        let single = show(ratio(cells, n, Method::Copy, Method::Single));
+        match best.and_then(|(m, _)| Some((m, ratio(cells, n, Method::Copy, m)?))) {
+            Some((m, r)) => {
+                let _ = writeln!(out, " {} | {} | {single} |", m.as_str(), show(Some(r)));
+                let call = match r {
+                    (_, Some(i)) => i.call(),
+                    (bare, None) if bare > 1.0 => Call::Ahead,
+                    _ => Call::Behind,
+                };
+                calls.push((n, call));
             }
-            _ => {
+            None => {
                 let _ = writeln!(out, " - | - | {single} |");
             }
         }
     }
-    let from = wins
+    out.push_str(&crossover_words(&sizes, &calls));
+    out
+}
+
+/// The crossover in words, from COPY's call against the best INSERT at each
+/// row count.
+fn crossover_words(sizes: &[usize], calls: &[(usize, Call)]) -> String {
+    let from = calls
         .iter()
         .enumerate()
-        .find(|(i, _)| wins[*i..].iter().all(|(_, won)| *won))
+        .find(|(i, _)| calls[*i..].iter().all(|(_, c)| *c == Call::Ahead))
         .map(|(_, (n, _))| *n);
+    let level: Vec<String> = calls
+        .iter()
+        .filter(|(_, c)| *c == Call::Tie)
+        .map(|(n, _)| n.to_string())
+        .collect();
+    let level = if level.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " At {} rows the two are level: the interval of their ratio holds 1.",
+            level.join(", ")
+        )
+    };
     let verdict = match from {
-        Some(n) if n == sizes[0] => format!(
-            "\nCrossover: COPY beats every INSERT that sends rows at every row count of the grid, from {n} rows on.\n"
+        Some(n) if Some(&n) == sizes.first() => format!(
+            "Crossover: COPY is ahead of every INSERT that sends rows at every row count of the grid, from {n} rows on."
         ),
         Some(n) => {
             let below = sizes.iter().rev().find(|&&s| s < n).copied().unwrap_or(n);
             format!(
-                "\nCrossover: between {below} and {n} rows per transaction; COPY beats every INSERT that sends rows from {n} rows on.\n"
+                "Crossover: between {below} and {n} rows per transaction; COPY is ahead of every INSERT that sends rows from {n} rows on."
             )
         }
-        None if wins.is_empty() => "\nCrossover: not measured (no copy cells).\n".to_owned(),
-        None => "\nCrossover: none on this grid; COPY does not stay ahead up to its largest row count.\n".to_owned(),
+        None if calls.is_empty() => "Crossover: not measured (no copy cells).".to_owned(),
+        None => {
+            "Crossover: none on this grid; COPY is not clearly ahead up to its largest row count."
+                .to_owned()
+        }
     };
-    out.push_str(&verdict);
-    out
+    format!("\n{verdict}{level}\n")
 }
 
 fn table(cells: &[Cell]) -> String {
@@ -566,6 +619,37 @@ mod tests {
         );
         assert!(
             s.contains("| 1000 | 900 | 700 | unnest | 1.29 | - |"),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn rounds_give_the_ratio_an_interval_and_a_level_pair_is_no_crossover() {
+        let round = |rows, method, rps, round| Cell {
+            round,
+            ..cell(rows, method, rps)
+        };
+        // At 5000 rows copy leads in every round; at 1000 it trades places.
+        let cells = [
+            round(1000, Method::Copy, 1000.0, 0),
+            round(1000, Method::Unnest, 980.0, 0),
+            round(1000, Method::Copy, 970.0, 1),
+            round(1000, Method::Unnest, 1010.0, 1),
+            round(1000, Method::Copy, 1005.0, 2),
+            round(1000, Method::Unnest, 995.0, 2),
+            round(5000, Method::Copy, 1100.0, 0),
+            round(5000, Method::Unnest, 1000.0, 0),
+            round(5000, Method::Copy, 1120.0, 1),
+            round(5000, Method::Unnest, 1010.0, 1),
+            round(5000, Method::Copy, 1090.0, 2),
+            round(5000, Method::Unnest, 1000.0, 2),
+        ];
+        let s = summary(&cells, &args(&[1000, 5000]));
+        assert!(s.contains("| 1000 | 992 | 995 | unnest | ~ 1.00× ["), "{s}");
+        assert!(s.contains("| 5000 | 1103 | 1003 | unnest | 1.10× ["), "{s}");
+        assert!(
+            s.contains("between 1000 and 5000 rows per transaction")
+                && s.contains("At 1000 rows the two are level"),
             "{s}"
         );
     }

@@ -8,12 +8,16 @@ use clap::Args;
 use chatlab_domain::{InsertStrategy, PublishMode};
 
 use crate::choice::Choice;
-use crate::experiment::{MatrixSpec, ServerVariant, Servers, run_matrix, scenario_name};
+use crate::grid::schedule::{Rounds, Stopped};
+use crate::grid::yardstick::Yardstick;
+use crate::grid::{GridSpec, Servers, run_grid};
+use crate::measure::scenario_name;
 use crate::otlp_sink::{self, OtlpSink, SinkCounts};
 use crate::scenario::Scenario;
 use crate::schedule::parse_duration;
 use crate::thresholds::Threshold;
-use crate::{baseline, charts, report};
+use crate::variant::ServerVariant;
+use crate::{baseline, charts, report, rounds};
 
 use super::{
     ServerArgs, TraceArgs, chart_subtitle, check, external, fleet_spec, http_client, machine_note,
@@ -64,9 +68,22 @@ pub(crate) struct MatrixArgs {
     #[arg(long, default_value = "3s", value_parser = parse_duration)]
     warmup: Duration,
     /// Rounds per cell (strategies alternate A B, B A, ...; with several
-    /// variants or pool sizes, so do the servers, restarted each round).
+    /// variants or pool sizes, so do the servers, restarted each round);
+    /// with --until-within, the fewest.
     #[arg(long, default_value_t = 1)]
     rounds: usize,
+    /// Keep adding rounds until every ratio the verdict uses (each pair of
+    /// cells that differ in one setting, each cell's share of pgbench) has
+    /// a 95% interval within this share of its estimate, e.g. `5%` or
+    /// `0.05`; or until --budget or --max-rounds.
+    #[arg(long, value_parser = parse_share)]
+    until_within: Option<f64>,
+    /// With --until-within: start no round after this long.
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    budget: Duration,
+    /// With --until-within: at most this many rounds.
+    #[arg(long, default_value_t = 30)]
+    max_rounds: usize,
     /// Mix strategies per request in one run instead of alternating runs.
     #[arg(long)]
     mix_strategies: bool,
@@ -78,7 +95,8 @@ pub(crate) struct MatrixArgs {
     /// most in flight, arrivals beyond it dropped and counted.
     #[arg(long)]
     rate: Option<f64>,
-    /// Also run pgbench on each strategy's SQL (needs pgbench).
+    /// Run pgbench on each strategy's createChat SQL beside each cell, in
+    /// every round, at the cell's database concurrency (needs pgbench).
     #[arg(long)]
     baseline: bool,
     /// Thresholds checked on every cell (repeatable).
@@ -124,7 +142,7 @@ pub(crate) async fn matrix(args: MatrixArgs) -> Result<bool, LoadError> {
         Some(sink) => otlp_sink::point_at(&variants, &sink.base_url()).map_err(LoadError::Usage)?,
         None => variants.clone(),
     };
-    let spec = MatrixSpec {
+    let spec = GridSpec {
         servers,
         variants: served,
         scenarios: args.scenarios.clone(),
@@ -135,15 +153,23 @@ pub(crate) async fn matrix(args: MatrixArgs) -> Result<bool, LoadError> {
         pool_sizes: args.pool_sizes.clone(),
         duration: args.duration,
         warmup: args.warmup,
-        rounds: args.rounds,
+        rounds: Rounds {
+            min: args.rounds.max(1),
+            max: args.max_rounds.max(args.rounds).max(1),
+            within: args.until_within,
+            budget: args.until_within.map(|_| args.budget),
+        },
         mix_strategies: args.mix_strategies,
         think_time: args.think_time,
         rate: args.rate,
         trace_fraction: args.traces.trace_fraction,
-        baseline: args.baseline.then(|| args.servers.database_url.clone()),
+        yardstick: args.baseline.then(|| Yardstick {
+            database_url: args.servers.database_url.clone(),
+            duration: args.duration,
+            work_dir: baseline::default_work_dir(&out),
+        }),
         sample_interval: args.servers.sample_interval,
         seed_users: args.servers.seed_users,
-        work_dir: baseline::default_work_dir(&out),
         // Spawned servers write to this database's cluster and nothing
         // else of the run does; external ones may share theirs.
         wal_url: args
@@ -152,7 +178,7 @@ pub(crate) async fn matrix(args: MatrixArgs) -> Result<bool, LoadError> {
             .is_some()
             .then(|| args.servers.database_url.clone()),
     };
-    let outcome = run_matrix(&client, &spec, sink.as_ref()).await;
+    let outcome = run_grid(&client, &spec, sink.as_ref()).await;
     let sink_base = sink.as_ref().map(OtlpSink::base_url);
     if let Some(sink) = sink {
         sink.stop().await;
@@ -162,6 +188,7 @@ pub(crate) async fn matrix(args: MatrixArgs) -> Result<bool, LoadError> {
     let sink_table = sink_base.map_or_else(String::new, |base| {
         sink_markdown(&base, &variants, &outcome.sink_counts)
     });
+    let rounds_run = cells.iter().map(|c| c.rounds.len()).max().unwrap_or(0);
     let notes = format!(
         "# {}\n\n{}\n\nScenarios {}; server variants {}; strategies {}; {} per cell, {} round(s){}; servers: {}.\n",
         args.name,
@@ -189,7 +216,7 @@ pub(crate) async fn matrix(args: MatrixArgs) -> Result<bool, LoadError> {
             .collect::<Vec<_>>()
             .join(", "),
         humantime::format_duration(args.duration),
-        args.rounds,
+        rounds_run,
         if args.mix_strategies {
             ", strategies mixed per request"
         } else {
@@ -199,39 +226,52 @@ pub(crate) async fn matrix(args: MatrixArgs) -> Result<bool, LoadError> {
             .spawn
             .map_or_else(|| args.servers.target.join(" "), |n| format!("{n} spawned")),
     );
-    let notes = match args.rate {
+    let mut notes = match args.rate {
         Some(rate) => format!(
             "{notes}Open model: {rate} requests per second in every cell; the VUs column is the most in flight.\n"
         ),
         None => notes,
     };
+    if args.baseline {
+        notes.push_str(
+            "Yardstick: pgbench on each createChat cell's SQL, at its database concurrency, right beside it in every round (after it in odd rounds, before it in even ones); a cell's share of pgbench is the geometric mean of the rounds' paired shares.\n",
+        );
+    }
+    notes.push_str(&format!("\n{}\n", stopping_note(&outcome.stopped, &args)));
     let verdict = crate::verdict::verdict(&cells);
-    let notes = match &verdict {
-        Some(v) => format!("{notes}\n{v}\n"),
-        None => notes,
-    };
+    if let Some(v) = &verdict {
+        notes.push_str(&format!("\n{v}\n"));
+    }
     let summary = crate::summary::summary_markdown(&cells);
-    let notes = if summary.is_empty() {
-        notes
+    let short = if summary.is_empty() {
+        crate::summary::intervals_markdown(&cells)
     } else {
-        format!("{notes}\n## Summary\n\n{summary}\n## Every figure\n")
+        summary.clone()
     };
-    let notes = if sink_table.is_empty() {
-        notes
-    } else {
-        format!("{notes}\n{sink_table}")
-    };
+    if !short.is_empty() {
+        notes.push_str(&format!("\n## Summary\n\n{INTERVALS}\n\n{short}"));
+    }
+    let comparisons = crate::summary::comparisons_markdown(&cells);
+    if !comparisons.is_empty() {
+        notes.push_str(&format!(
+            "\n## Comparisons\n\nEvery pair of cells that differ in one setting, the faster first: the ratio of each figure, paired by round, with its 95% interval; `~` marks a tie (the interval holds 1).\n\n{comparisons}"
+        ));
+    }
+    notes.push_str("\n## Every figure\n");
+    if !sink_table.is_empty() {
+        notes.push_str(&format!("\n{sink_table}"));
+    }
     report::write(&out, &cells, &notes).map_err(|e| LoadError::file(&out, e))?;
-    let subtitle = chart_subtitle(&args.pool_sizes, args.duration, args.rounds);
+    let subtitle = chart_subtitle(&args.pool_sizes, args.duration, rounds_run);
     let charts = charts::standard(&out, &cells, &subtitle)?;
+    let warnings = rounds::warnings(&cells, &crate::summary::labels(&cells));
     if args.compact && !summary.is_empty() {
         println!("{summary}");
-        let rounds = crate::summary::rounds_markdown(&cells);
-        if !rounds.is_empty() {
-            println!("{rounds}");
-        }
         if let Some(v) = verdict {
             println!("{v}\n");
+        }
+        for w in &warnings {
+            println!("Warning: {w}");
         }
         let charts = if charts.is_empty() {
             String::new()
@@ -239,12 +279,15 @@ pub(crate) async fn matrix(args: MatrixArgs) -> Result<bool, LoadError> {
             format!("; charts: {}", charts.join(", "))
         };
         println!(
-            "results: {}/results.md (every column: pool, pending, rows/s, RSS, pgbench tps ...){charts}",
+            "results: {}/results.md (every round beside its yardstick, every column: pool, pending, rows/s, RSS ...){charts}",
             out.display()
         );
         return Ok(check(&cells, &args.thresholds));
     }
     println!("{}", report::to_markdown(&cells));
+    if !short.is_empty() {
+        println!("{short}");
+    }
     if !sink_table.is_empty() {
         println!("{sink_table}");
     }
@@ -252,8 +295,46 @@ pub(crate) async fn matrix(args: MatrixArgs) -> Result<bool, LoadError> {
     if let Some(v) = verdict {
         println!("{v}\n");
     }
+    for w in &warnings {
+        println!("Warning: {w}");
+    }
     println!("results: {} ({})", out.display(), charts.join(", "));
     Ok(check(&cells, &args.thresholds))
+}
+
+/// How the summary's intervals are made, said above it.
+const INTERVALS: &str = "Each figure is the mean of the rounds with its 95% interval in brackets (Student's t over the rounds); the share of pgbench pairs each round with the pgbench run beside it. A rank shared (`2=`) is a tie: the paired ratio's interval holds 1.";
+
+/// How many rounds ran and why no more: one line per point, or one for
+/// the grid when the fleets alternated.
+fn stopping_note(stopped: &[(String, Stopped)], args: &MatrixArgs) -> String {
+    let within = args.until_within;
+    let budget = within.map(|_| args.budget);
+    match stopped {
+        [(_, one)] => format!("Rounds: {}", one.describe(within, budget)),
+        many => {
+            let mut out = String::from("Rounds, per point of the grid:\n");
+            for (name, s) in many {
+                out.push_str(&format!("- {name}: {}\n", s.describe(within, budget)));
+            }
+            out
+        }
+    }
+}
+
+/// `5%` or `0.05` as a share; more than 0 and under 1.
+fn parse_share(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let v = match t.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
+        None => t.parse::<f64>(),
+    }
+    .map_err(|_| format!("{s:?}: expected a share such as 5% or 0.05"))?;
+    if v > 0.0 && v < 1.0 {
+        Ok(v)
+    } else {
+        Err(format!("{s:?}: a share must be above 0 and below 100%"))
+    }
 }
 
 /// What the run will do and about how long it will take, said before it
@@ -272,27 +353,36 @@ fn plan(args: &MatrixArgs) -> String {
     // A fleet starts once, or once a round when several alternate.
     let starts = if fleets > 1 { fleets * rounds } else { 1 };
     let setup = (args.warmup + Duration::from_secs(3)) * starts as u32;
-    // pgbench: each named strategy and the seed's SQL, per members × VUs.
+    // pgbench beside each named strategy's cell, every round.
     let named = args
         .strategies
         .iter()
         .filter(|s| s.named().is_some())
         .count();
     let baseline = if args.baseline {
-        args.duration * ((named + 1) * args.members.len().max(1) * args.vus.len().max(1)) as u32
+        args.duration * (named * points * rounds * fleets) as u32
     } else {
         Duration::ZERO
     };
     let total = measured + setup + baseline;
     format!(
-        "{}: {} cell(s) × {} round(s) × {} each, {starts} server start(s) with a {} warm-up{}: about {}",
+        "{}: {} cell(s) × {} round(s){} × {} each, {starts} server start(s) with a {} warm-up{}: about {}",
         args.name,
         points * strategies * fleets,
         rounds,
+        match args.until_within {
+            Some(w) => format!(
+                " (more, up to {} or {}, until every ratio is within ±{:.1}%)",
+                args.max_rounds,
+                humantime::format_duration(args.budget),
+                100.0 * w
+            ),
+            None => String::new(),
+        },
         humantime::format_duration(args.duration),
         humantime::format_duration(args.warmup),
         if args.baseline {
-            ", then pgbench on each strategy's SQL"
+            ", each beside pgbench on its SQL"
         } else {
             ""
         },

@@ -20,12 +20,12 @@ use clap::Args;
 
 use crate::auth::{DEFAULT_ISSUER, Signer};
 use crate::error::LoadError;
-use crate::experiment::parse_kv;
 use crate::fleet::{External, Fleet, FleetSpec};
 use crate::report::CellResult;
 use crate::sampler;
 use crate::schedule::{self, parse_duration};
 use crate::thresholds::{Threshold, breaches};
+use crate::variant::parse_kv;
 
 #[derive(Debug, Args, Clone)]
 pub(crate) struct ServerArgs {

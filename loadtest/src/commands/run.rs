@@ -8,7 +8,7 @@ use clap::Args;
 use chatlab_domain::{InsertStrategy, PublishMode};
 
 use crate::choice::Choice;
-use crate::experiment::{self, Watched, closed, scenario_name, variants_for};
+use crate::measure::{self, Watched, closed, scenario_name, variants_for};
 use crate::report;
 use crate::report::CellResult;
 use crate::runner::Model;
@@ -113,7 +113,7 @@ pub(crate) async fn run(args: RunArgs) -> Result<bool, LoadError> {
         sample_interval: args.servers.sample_interval,
     };
     let peak = model.peak_concurrency();
-    let (outcome, stats) = experiment::measure(
+    let (outcome, stats) = measure::measure(
         &client,
         &watched,
         work,

@@ -24,10 +24,10 @@ use chrono::Utc;
 use clap::Args;
 
 use crate::auth::{DEFAULT_ISSUER, Signer};
-use crate::experiment::{ServerVariant, parse_kv};
 use crate::fleet::{Fleet, FleetSpec};
 use crate::scenario::{Scenario, SeedAt, SeedSpec, seed};
 use crate::schedule::parse_duration;
+use crate::variant::{ServerVariant, parse_kv};
 use checks::Watcher;
 use figures::CellFigures;
 pub use inject::Fault;

@@ -248,4 +248,19 @@ mod tests {
         );
         assert!(missing_figures("results/cpu-at-500-20261130T205324Z", run_name, &run).is_empty());
     }
+
+    #[test]
+    fn an_interval_in_a_link_is_read_like_any_figure() {
+        let doc = "single led by [1.27× [1.20, 1.34] unnest](results/demo-20261206T000000Z/results.md), and then";
+        let l = links(doc);
+        assert_eq!(l.len(), 1, "{l:?}");
+        assert_eq!(l[0].text, "1.27× [1.20, 1.34] unnest");
+        let run = numbers::numbers("| unnest | ~ 1.27× [1.20, 1.34] |");
+        assert!(missing_figures(&l[0].text, "demo-20261206T000000Z", &run).is_empty());
+        let other = numbers::numbers("| unnest | 1.27× [1.19, 1.34] |");
+        assert_eq!(
+            missing_figures(&l[0].text, "demo-20261206T000000Z", &other),
+            ["1.20"]
+        );
+    }
 }

@@ -1,0 +1,722 @@
+//! The grid engine behind `chatlab-load matrix` (and `make demo`): cells
+//! over server variant × pool size × scenario × members × VUs × publish
+//! mode × strategy, each run in rounds, each round of a createChat cell
+//! beside its yardstick (pgbench on the same SQL), every round kept apart
+//! so that each figure gets an interval and each comparison a paired ratio.
+//!
+//! - [`schedule`]: the order of a round's runs, and when to stop adding
+//!   rounds;
+//! - [`yardstick`]: pgbench beside a cell;
+//! - [`cell`]: a cell's rounds as they come in, and the row they make.
+
+pub mod cell;
+pub mod schedule;
+pub mod yardstick;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chatlab_domain::{InsertStrategy, PublishMode};
+
+use crate::charts;
+use crate::choice::Choice;
+use crate::error::LoadError;
+use crate::fleet::{External, Fleet, FleetSpec};
+use crate::measure::{Watched, closed, measure, scenario_name, variants_for};
+use crate::noise::NoiseProbe;
+use crate::otlp_sink::{OtlpSink, SinkCounts};
+use crate::report::CellResult;
+use crate::runner::{self, Model, RunOutcome};
+use crate::sampler::{self, ServerStats};
+use crate::scenario::{Scenario, SeedAt, SeedSpec, Seeded, Workload, seed, seed_chats};
+use crate::variant::ServerVariant;
+use crate::verdict;
+use crate::wal::WalProbe;
+
+use cell::{Accumulated, Identity, Measured};
+use schedule::{Rounds, Stopped, in_round_order};
+use yardstick::Yardstick;
+
+/// Where the load goes.
+#[derive(Debug, Clone)]
+pub enum Servers {
+    /// Servers someone else runs.
+    External(External),
+    /// Servers the harness starts (and restarts per pool size).
+    Spawn(FleetSpec),
+}
+
+/// The grid.
+#[derive(Debug, Clone)]
+pub struct GridSpec {
+    /// Where.
+    pub servers: Servers,
+    /// Server configurations (spawned servers restart with each).
+    pub variants: Vec<ServerVariant>,
+    /// Scenarios; each is a dimension of the grid.
+    pub scenarios: Vec<Scenario>,
+    /// Insert strategies (sent in the override header; `-` sends none).
+    pub strategies: Vec<Choice<InsertStrategy>>,
+    /// Members per chat.
+    pub members: Vec<usize>,
+    /// Virtual users.
+    pub vus: Vec<usize>,
+    /// Publish modes (sent in the override header; `-` sends none).
+    pub publish_modes: Vec<Choice<PublishMode>>,
+    /// Pool sizes (restart spawned servers with each; `0` keeps theirs).
+    pub pool_sizes: Vec<u32>,
+    /// Length of each cell's run in a round.
+    pub duration: Duration,
+    /// Unmeasured load before the cells of each fleet.
+    pub warmup: Duration,
+    /// How many rounds ([`schedule`]).
+    pub rounds: Rounds,
+    /// Mix strategies request by request in one run instead of alternating.
+    pub mix_strategies: bool,
+    /// Think time of each VU.
+    pub think_time: Duration,
+    /// An open model instead of VUs: this many requests per second, each
+    /// cell's VUs then the cap on requests in flight.
+    pub rate: Option<f64>,
+    /// Share of requests sent with a sampled `traceparent`.
+    pub trace_fraction: f64,
+    /// pgbench beside every createChat cell of a named strategy.
+    pub yardstick: Option<Yardstick>,
+    /// Sampling period of the servers' metrics.
+    pub sample_interval: Duration,
+    /// Users to seed.
+    pub seed_users: usize,
+    /// The database whose cluster's WAL is measured per cell (`None`: not
+    /// measured).
+    pub wal_url: Option<String>,
+}
+
+/// What the grid got.
+pub struct GridOutcome {
+    /// The cells, in a stable order.
+    pub cells: Vec<CellResult>,
+    /// Per variant, in the spec's order: what the OTLP sink received while
+    /// its servers ran, up to their exit (so their final export counts).
+    pub sink_counts: Vec<SinkCounts>,
+    /// Why each point (or, with several fleets, the whole grid) stopped
+    /// adding rounds, with its name.
+    pub stopped: Vec<(String, Stopped)>,
+}
+
+/// A cell's identity: the fleet it ran on (server variant and pool size)
+/// and what its requests sent. Ordered as the spec lists its dimensions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Key {
+    variant: usize,
+    pool: u32,
+    scenario: usize,
+    members: usize,
+    vus: usize,
+    mode_index: usize,
+    strategy_index: usize,
+    mode: Choice<PublishMode>,
+    strategy: Choice<InsertStrategy>,
+}
+
+/// One point of the grid within a fleet: scenario × members × VUs ×
+/// publish mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Point {
+    scenario: usize,
+    members: usize,
+    vus: usize,
+    mode_index: usize,
+    mode: Choice<PublishMode>,
+}
+
+impl Key {
+    fn point(&self) -> Point {
+        Point {
+            scenario: self.scenario,
+            members: self.members,
+            vus: self.vus,
+            mode_index: self.mode_index,
+            mode: self.mode,
+        }
+    }
+}
+
+/// The servers of one (variant, pool size) pair, seeded and warmed up.
+struct FleetUnderTest {
+    /// Spawned servers (stopped when dropped); `None` for external ones.
+    fleet: Option<Fleet>,
+    watched: Watched,
+    seeded: Seeded,
+    /// The pool size the servers run with (0: unknown).
+    pool_in_effect: u32,
+}
+
+/// A grid being run: its spec and what it has measured so far.
+struct GridRun<'a> {
+    client: &'a reqwest::Client,
+    spec: &'a GridSpec,
+    sink: Option<&'a OtlpSink>,
+    acc: BTreeMap<Key, Accumulated>,
+    wal: Option<WalProbe>,
+    server_count: usize,
+    sink_counts: Vec<SinkCounts>,
+    stopped: Vec<(String, Stopped)>,
+}
+
+/// Runs the grid; answers its cells in a stable order.
+pub async fn run_grid(
+    client: &reqwest::Client,
+    spec: &GridSpec,
+    sink: Option<&OtlpSink>,
+) -> Result<GridOutcome, LoadError> {
+    let wal = match &spec.wal_url {
+        Some(url) => Some(WalProbe::connect(url).await?),
+        None => None,
+    };
+    let mut run = GridRun {
+        client,
+        spec,
+        sink,
+        acc: BTreeMap::new(),
+        wal,
+        server_count: 0,
+        sink_counts: vec![SinkCounts::default(); spec.variants.len()],
+        stopped: Vec::new(),
+    };
+    let fleets: Vec<(usize, u32)> = (0..spec.variants.len())
+        .flat_map(|v| spec.pool_sizes.iter().map(move |&p| (v, p)))
+        .collect();
+    match fleets.as_slice() {
+        [one] => run.one_fleet(*one).await?,
+        _ => run.alternating_fleets(&fleets).await?,
+    }
+    let mut cells: Vec<CellResult> = std::mem::take(&mut run.acc)
+        .into_iter()
+        .map(|(key, a)| a.into_cell(run.identity(key)))
+        .collect();
+    cell::set_seed_yardstick(&mut cells);
+    Ok(GridOutcome {
+        cells,
+        sink_counts: run.sink_counts,
+        stopped: run.stopped,
+    })
+}
+
+impl GridRun<'_> {
+    /// One fleet, started once: each point runs its rounds in a row, as
+    /// many as [`Rounds`] asks, with an equal share of any time budget left.
+    async fn one_fleet(&mut self, (variant, pool): (usize, u32)) -> Result<(), LoadError> {
+        let started = Instant::now();
+        let before = self.sink.map(OtlpSink::counts);
+        let under_test = start_fleet(self.client, self.spec, variant, pool).await?;
+        self.server_count = under_test.watched.targets.len();
+        let points = points(self.spec);
+        for (i, &point) in points.iter().enumerate() {
+            let rounds = Rounds {
+                budget: self
+                    .spec
+                    .rounds
+                    .budget
+                    .map(|b| b.saturating_sub(started.elapsed()) / (points.len() - i) as u32),
+                ..self.spec.rounds
+            };
+            let point_started = Instant::now();
+            let (mut done, mut last) = (0, Duration::ZERO);
+            loop {
+                let widest = self.widest(|k| k.point() == point);
+                if let Err(stopped) = rounds.another(done, widest, point_started.elapsed(), last) {
+                    self.stopped.push((self.point_name(point), stopped));
+                    break;
+                }
+                let round_started = Instant::now();
+                self.run_point(&under_test, variant, pool, point, done)
+                    .await?;
+                last = round_started.elapsed();
+                done += 1;
+            }
+        }
+        self.stop_fleet(under_test, variant, before).await;
+        Ok(())
+    }
+
+    /// Several fleets: every round starts each again, in alternating
+    /// order, and runs every point once.
+    async fn alternating_fleets(&mut self, fleets: &[(usize, u32)]) -> Result<(), LoadError> {
+        let started = Instant::now();
+        let (mut done, mut last) = (0, Duration::ZERO);
+        loop {
+            let widest = self.widest(|_| true);
+            if let Err(stopped) = self
+                .spec
+                .rounds
+                .another(done, widest, started.elapsed(), last)
+            {
+                self.stopped.push(("every fleet".to_owned(), stopped));
+                return Ok(());
+            }
+            let round_started = Instant::now();
+            for (variant, pool) in in_round_order(fleets, done) {
+                let before = self.sink.map(OtlpSink::counts);
+                let under_test = start_fleet(self.client, self.spec, variant, pool).await?;
+                self.server_count = under_test.watched.targets.len();
+                for point in points(self.spec) {
+                    self.run_point(&under_test, variant, pool, point, done)
+                        .await?;
+                }
+                self.stop_fleet(under_test, variant, before).await;
+            }
+            last = round_started.elapsed();
+            done += 1;
+        }
+    }
+
+    /// Stops a fleet (waiting for its servers' exit, so their last export
+    /// has reached the sink) and counts what the sink got from it.
+    async fn stop_fleet(
+        &mut self,
+        under_test: FleetUnderTest,
+        variant: usize,
+        before: Option<SinkCounts>,
+    ) {
+        drop(under_test.fleet);
+        if let (Some(sink), Some(before)) = (self.sink, before) {
+            self.sink_counts[variant].add(sink.counts().since(before));
+        }
+    }
+
+    /// One round at `point`: each strategy's run (or one run mixing them),
+    /// each beside its yardstick, in the round's order.
+    async fn run_point(
+        &mut self,
+        under_test: &FleetUnderTest,
+        variant: usize,
+        pool: u32,
+        point: Point,
+        round: usize,
+    ) -> Result<(), LoadError> {
+        for strategies in runs_of_round(self.spec, round) {
+            let first = schedule::yardstick_first(round);
+            let probe = NoiseProbe::start();
+            let mut tps = Vec::new();
+            if first {
+                tps = self.yardsticks(under_test, point, &strategies).await?;
+            }
+            let label = run_label(self.spec, variant, pool, point, &strategies, round);
+            let before = match &self.wal {
+                Some(wal) => wal.position().await,
+                None => None,
+            };
+            let mut measured = measure_point(
+                self.client,
+                self.spec,
+                under_test,
+                point,
+                &strategies,
+                &label,
+            )
+            .await;
+            if let (Some(wal), Some(before)) = (&self.wal, before)
+                && let Some(after) = wal.position().await
+            {
+                measured.1.wal_bytes = after.saturating_sub(before) as f64;
+            }
+            if !first {
+                tps = self.yardsticks(under_test, point, &strategies).await?;
+            }
+            let noise = probe.finish();
+            for (i, &strategy) in strategies.iter().enumerate() {
+                let strategy_index = self
+                    .spec
+                    .strategies
+                    .iter()
+                    .position(|&s| s == strategy)
+                    .unwrap_or(0);
+                let key = Key {
+                    variant,
+                    pool,
+                    scenario: point.scenario,
+                    members: point.members,
+                    vus: point.vus,
+                    mode_index: point.mode_index,
+                    strategy_index,
+                    mode: point.mode,
+                    strategy,
+                };
+                self.acc.entry(key).or_default().add(Measured {
+                    run: &measured,
+                    index: i,
+                    strategy,
+                    round,
+                    pgbench_tps: tps.get(i).copied().flatten(),
+                    yardstick_first: first,
+                    noise: noise.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// pgbench on each named strategy's SQL at `point`, when the grid has
+    /// a yardstick and the point creates chats (the SQL pgbench knows).
+    async fn yardsticks(
+        &self,
+        under_test: &FleetUnderTest,
+        point: Point,
+        strategies: &[Choice<InsertStrategy>],
+    ) -> Result<Vec<Option<f64>>, LoadError> {
+        let Some(yardstick) = &self.spec.yardstick else {
+            return Ok(Vec::new());
+        };
+        if self.spec.scenarios[point.scenario] != Scenario::CreateChat {
+            return Ok(Vec::new());
+        }
+        let clients = Yardstick::clients(
+            point.vus,
+            under_test.pool_in_effect,
+            under_test.watched.targets.len(),
+        );
+        let mut out = Vec::with_capacity(strategies.len());
+        for strategy in strategies {
+            out.push(match strategy.named() {
+                Some(s) => {
+                    yardstick
+                        .measure(s, point.members, clients, &under_test.seeded.users)
+                        .await?
+                }
+                None => None,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The widest interval of the ratios among the cells `keep` selects
+    /// (`None`: some has none yet).
+    fn widest(&self, keep: impl Fn(&Key) -> bool) -> Option<(String, f64)> {
+        let cells: Vec<CellResult> = self
+            .acc
+            .iter()
+            .filter(|(k, _)| keep(k))
+            .map(|(k, a)| {
+                let mut c = CellResult {
+                    rounds: a.rounds.clone(),
+                    ..CellResult::default()
+                };
+                let id = self.identity(*k);
+                (c.server, c.strategy, c.publish_mode, c.scenario) =
+                    (id.server, id.strategy, id.publish_mode, id.scenario);
+                (c.members, c.vus, c.pool_size) = (id.members, id.vus, id.pool_size);
+                c
+            })
+            .collect();
+        verdict::widest_ratio(&cells)
+    }
+
+    /// What a cell is, for its row.
+    fn identity(&self, key: Key) -> Identity {
+        let scenario = &self.spec.scenarios[key.scenario];
+        Identity {
+            server: self.spec.variants[key.variant].name.clone(),
+            strategy: key.strategy.to_string(),
+            publish_mode: key.mode.to_string(),
+            scenario: scenario_name(scenario),
+            members: key.members,
+            vus: key.vus,
+            servers: self.server_count,
+            pool_size: key.pool,
+            rows_per_request: scenario.rows_per_request(),
+        }
+    }
+
+    fn point_name(&self, p: Point) -> String {
+        format!(
+            "{}, {} members, {} VUs, mode {}",
+            scenario_name(&self.spec.scenarios[p.scenario]),
+            p.members,
+            p.vus,
+            p.mode
+        )
+    }
+}
+
+/// Chats seeded per size for the scenarios that post or read.
+const SEEDED_CHATS: usize = 50;
+
+/// Starts (or takes) the servers of `variant` at pool size `pool`, seeds
+/// them, and runs the warm-up.
+async fn start_fleet(
+    client: &reqwest::Client,
+    spec: &GridSpec,
+    variant: usize,
+    pool: u32,
+) -> Result<FleetUnderTest, LoadError> {
+    let (fleet, targets, ops, pids, signer) = match &spec.servers {
+        Servers::External(external) => (
+            None,
+            external.targets.clone(),
+            external.ops.clone(),
+            sampler::external_pids(&external.ops),
+            external.signer.clone(),
+        ),
+        Servers::Spawn(fleet_spec) => {
+            let mut fs = fleet_spec.clone();
+            fs.env.extend(spec.variants[variant].env.iter().cloned());
+            if pool > 0 {
+                fs.env.push(("DB_POOL_MAX_SIZE".into(), pool.to_string()));
+            }
+            let fleet = Fleet::start(&fs, client).await?;
+            let (urls, ops, pids) = (fleet.urls(), fleet.ops_urls(), fleet.pids());
+            (Some(fleet), urls, ops, pids, fs.signer.clone())
+        }
+    };
+    // A spawned server left at its default pool sizes it as this machine's
+    // cores say; an external one's is unknown.
+    let pool_in_effect = match (&spec.servers, pool) {
+        (Servers::Spawn(_), 0) => charts::default_pool_size(),
+        _ => pool,
+    };
+    let (Some(first), Some(first_ops)) = (targets.first(), ops.first()) else {
+        return Err(LoadError::Usage(
+            "no target server, or no operator URL (--ops-url)".into(),
+        ));
+    };
+    let first_scenario = spec
+        .scenarios
+        .first()
+        .ok_or_else(|| LoadError::Usage("no scenario".into()))?;
+    let max_members = spec.members.iter().copied().max().unwrap_or(2);
+    let needs_chats = spec.scenarios.iter().find(|s| s.needs_chats());
+    let at = SeedAt {
+        public: first,
+        ops: first_ops,
+        signer: &signer,
+    };
+    let mut seeded = seed(
+        client,
+        at,
+        SeedSpec {
+            members: max_members,
+            users: spec.seed_users.max(max_members * 4),
+            chats: SEEDED_CHATS,
+        },
+        needs_chats.unwrap_or(&Scenario::CreateChat),
+    )
+    .await?;
+    // Sends and chat lists go to chats of each member count of the grid
+    // (`seed` made those of the largest).
+    if spec.scenarios.iter().any(Scenario::sized_chats) {
+        for &size in spec.members.iter().filter(|&&m| m != max_members) {
+            seed_chats(client, at, &mut seeded, size, SEEDED_CHATS).await?;
+        }
+    }
+    if !spec.warmup.is_zero() {
+        let work = Arc::new(Workload::new(
+            first_scenario.clone(),
+            seeded.clone(),
+            max_members,
+        ));
+        let _ = runner::run(
+            client.clone(),
+            targets.clone(),
+            work,
+            variants_for(&spec.strategies, None),
+            closed(
+                spec.vus.iter().copied().max().unwrap_or(1),
+                spec.warmup,
+                spec.think_time,
+            ),
+            "warm-up",
+        )
+        .await;
+    }
+    Ok(FleetUnderTest {
+        fleet,
+        watched: Watched {
+            targets,
+            ops,
+            pids,
+            sample_interval: spec.sample_interval,
+        },
+        seeded,
+        pool_in_effect,
+    })
+}
+
+/// Every point of the grid, in the spec's order.
+fn points(spec: &GridSpec) -> Vec<Point> {
+    let mut points = Vec::new();
+    for scenario in 0..spec.scenarios.len() {
+        for &members in &spec.members {
+            for &vus in &spec.vus {
+                for (mode_index, &mode) in spec.publish_modes.iter().enumerate() {
+                    points.push(Point {
+                        scenario,
+                        members,
+                        vus,
+                        mode_index,
+                        mode,
+                    });
+                }
+            }
+        }
+    }
+    points
+}
+
+/// The runs of one round: every strategy in one run when they are mixed per
+/// request, else one run each, in the round's order.
+fn runs_of_round(spec: &GridSpec, round: usize) -> Vec<Vec<Choice<InsertStrategy>>> {
+    if spec.mix_strategies {
+        vec![spec.strategies.clone()]
+    } else {
+        in_round_order(&spec.strategies, round)
+            .into_iter()
+            .map(|s| vec![s])
+            .collect()
+    }
+}
+
+fn run_label(
+    spec: &GridSpec,
+    variant: usize,
+    pool: u32,
+    point: Point,
+    strategies: &[Choice<InsertStrategy>],
+    round: usize,
+) -> String {
+    let strategies: Vec<String> = strategies.iter().map(Choice::to_string).collect();
+    format!(
+        "{} pool={pool} {} m={} vus={} {} {} r{}",
+        spec.variants[variant].name,
+        scenario_name(&spec.scenarios[point.scenario]),
+        point.members,
+        point.vus,
+        point.mode,
+        strategies.join("+"),
+        round + 1
+    )
+}
+
+/// One run at `point`, with the servers watched.
+async fn measure_point(
+    client: &reqwest::Client,
+    spec: &GridSpec,
+    under_test: &FleetUnderTest,
+    point: Point,
+    strategies: &[Choice<InsertStrategy>],
+    label: &str,
+) -> (RunOutcome, ServerStats) {
+    let work = Arc::new(
+        Workload::new(
+            spec.scenarios[point.scenario].clone(),
+            under_test.seeded.clone(),
+            point.members,
+        )
+        .with_trace_fraction(spec.trace_fraction),
+    );
+    let (outcome, stats) = measure(
+        client,
+        &under_test.watched,
+        work,
+        variants_for(strategies, point.mode.named()),
+        match spec.rate {
+            Some(rate) => Model::Open {
+                rate,
+                duration: spec.duration,
+                max_in_flight: point.vus.max(1),
+            },
+            None => closed(point.vus, spec.duration, spec.think_time),
+        },
+        label,
+    )
+    .await;
+    let total = outcome.total();
+    eprintln!(
+        "{label}: {:.0} req/s, p95 {:.1} ms, errors {}",
+        total.requests() as f64 / outcome.elapsed.as_secs_f64(),
+        total.latencies.quantile_ms(0.95),
+        total.error_count()
+    );
+    (outcome, stats)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(strategies: &str, mix: bool) -> GridSpec {
+        GridSpec {
+            servers: Servers::Spawn(FleetSpec {
+                binary: "chatlab".into(),
+                count: 1,
+                env: Vec::new(),
+                log_dir: std::env::temp_dir(),
+                signer: Arc::new(
+                    crate::auth::Signer::generate(crate::auth::DEFAULT_ISSUER).unwrap(),
+                ),
+            }),
+            variants: vec!["-".parse().unwrap()],
+            scenarios: vec![Scenario::CreateChat],
+            strategies: strategies.split(',').map(|s| s.parse().unwrap()).collect(),
+            members: vec![10, 50],
+            vus: vec![20],
+            publish_modes: vec!["off".parse().unwrap()],
+            pool_sizes: vec![0],
+            duration: Duration::from_secs(1),
+            warmup: Duration::ZERO,
+            rounds: Rounds {
+                min: 2,
+                max: 2,
+                within: None,
+                budget: None,
+            },
+            mix_strategies: mix,
+            think_time: Duration::ZERO,
+            rate: None,
+            trace_fraction: 0.0,
+            yardstick: None,
+            sample_interval: Duration::from_millis(250),
+            seed_users: 100,
+            wal_url: None,
+        }
+    }
+
+    #[test]
+    fn strategies_alternate_by_round_unless_mixed() {
+        let s = spec("per_row,batch,single", false);
+        let names = |runs: Vec<Vec<Choice<InsertStrategy>>>| -> Vec<String> {
+            runs.iter()
+                .map(|r| {
+                    r.iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join("+")
+                })
+                .collect()
+        };
+        assert_eq!(names(runs_of_round(&s, 0)), ["per_row", "batch", "single"]);
+        assert_eq!(names(runs_of_round(&s, 1)), ["single", "batch", "per_row"]);
+        let mixed = spec("per_row,batch", true);
+        assert_eq!(names(runs_of_round(&mixed, 1)), ["per_row+batch"]);
+    }
+
+    #[test]
+    fn points_follow_the_spec_s_order() {
+        let s = spec("batch", false);
+        let p = points(&s);
+        assert_eq!(p.len(), 2);
+        assert_eq!((p[0].members, p[1].members), (10, 50));
+        let key = Key {
+            variant: 0,
+            pool: 0,
+            scenario: 0,
+            members: 50,
+            vus: 20,
+            mode_index: 0,
+            strategy_index: 0,
+            mode: p[1].mode,
+            strategy: s.strategies[0],
+        };
+        assert_eq!(key.point(), p[1]);
+    }
+}
