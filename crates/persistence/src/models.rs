@@ -28,9 +28,16 @@ impl From<UserRow> for User {
     }
 }
 
-/// A `chats` row.
+/// A `chats` row. Every field a value, none a DEFAULT: diesel caches the
+/// prepared INSERT only then; a row that may hold a DEFAULT changes its SQL
+/// with its values, so each INSERT was prepared in a round trip of its own
+/// (one per createChat, seen on the wire at a distance).
 #[derive(Debug, Clone, Queryable, Selectable, Insertable)]
-#[diesel(table_name = chats, check_for_backend(diesel::pg::Pg))]
+#[diesel(
+    table_name = chats,
+    check_for_backend(diesel::pg::Pg),
+    treat_none_as_default_value = false
+)]
 pub(crate) struct ChatRow {
     pub id: Uuid,
     pub name: String,

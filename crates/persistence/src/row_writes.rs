@@ -66,29 +66,47 @@ pub(crate) async fn write_rows<R: RowSet>(
     if n == 0 {
         return Ok(count);
     }
-    let mut sent = |written: usize| {
-        count.rows += written as u64;
-        count.statements += 1;
-    };
+    let mut written = Vec::new();
     match by {
         // A fixed shape: diesel prepares it once per connection, so each
         // row costs a Bind/Execute round trip, not a parse and plan.
         RowsBy::EachRow => {
             for i in 0..n {
-                sent(s.run(rows.insert_one(i)).await?);
+                written.push(s.run(rows.insert_one(i)).await?);
             }
         }
         // Chunked under PostgreSQL's 65,535 bind parameters.
         RowsBy::Values => {
             let per = rows_per_statement(R::COLUMNS);
             for start in (0..n).step_by(per) {
-                sent(s.run(rows.insert_values(start..n.min(start + per))).await?);
+                written.push(s.run(rows.insert_values(start..n.min(start + per))).await?);
             }
         }
-        RowsBy::Unnest => sent(s.run(rows.insert_unnest()).await?),
-        RowsBy::Copy => sent(s.copy_in(R::TABLE, |c| rows.copy(c)).await?),
+        RowsBy::Unnest => written.push(s.run(rows.insert_unnest()).await?),
+        RowsBy::Copy => written.push(s.copy_in(R::TABLE, |c| rows.copy(c)).await?),
     }
+    // The session counted a round trip per statement; a shape's others are
+    // counted here.
+    s.travelled(written.len() as u64 * extra_round_trips(by, s.on_async_driver()));
+    count.statements = written.len() as u64;
+    count.rows = written.iter().map(|&w| w as u64).sum();
     Ok(count)
+}
+
+/// Round trips a statement of shape `by` costs beyond its own, as a hop
+/// counts them on the wire (the repository test `wire`). A VALUES
+/// statement's text changes with its row count, so no driver keeps it
+/// prepared, and diesel-async prepares it (Parse, Describe) and waits for
+/// the answer before it binds and executes: one round trip more; libpq
+/// (the blocking driver) sends parse, bind and execute in one flight. A
+/// COPY waits for the server's go-ahead before its data goes, then for the
+/// row count.
+fn extra_round_trips(by: RowsBy, on_async_driver: bool) -> u64 {
+    match by {
+        RowsBy::Values if on_async_driver => 1,
+        RowsBy::Copy => 1,
+        RowsBy::Values | RowsBy::EachRow | RowsBy::Unnest => 0,
+    }
 }
 
 #[cfg(test)]

@@ -155,9 +155,18 @@ impl DbSession {
 
     /// Round trips this session has made so far: the one place a write's
     /// round trips are counted (each statement, BEGIN, COMMIT and ROLLBACK
-    /// one, a pipelined flight one, a COPY one).
+    /// one, a pipelined flight one; a VALUES statement on the async driver
+    /// and a COPY two, see [`crate::row_writes`]), as a hop counts them on
+    /// the wire. Recorded on the connection-use span as
+    /// `chatlab.round_trips` when the connection goes back.
     pub(crate) fn round_trips(&self) -> u64 {
         self.round_trips
+    }
+
+    /// Whether the connection is diesel-async's (else diesel's blocking
+    /// one).
+    pub(crate) fn on_async_driver(&self) -> bool {
+        matches!(self.conn, Conn::AsyncPooled(_) | Conn::AsyncOwned(_))
     }
 
     /// How long this session has held its connection.
@@ -382,6 +391,9 @@ impl Control {
 
 impl Drop for DbSession {
     fn drop(&mut self) {
+        if !self.span.is_disabled() {
+            self.span.record("chatlab.round_trips", self.round_trips);
+        }
         self.metrics
             .use_time
             .observe(secs(self.since.elapsed()), TraceLabel::of(&self.span), None);

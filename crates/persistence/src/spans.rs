@@ -19,7 +19,9 @@ pub(crate) fn connection_wait(parent: &Span) -> Span {
 }
 
 /// From checkout to the connection's return: what the pool's use-time
-/// histogram measures, for this one request.
+/// histogram measures, for this one request, with the round trips it made
+/// to PostgreSQL (`chatlab.round_trips`: at a distance, each costs an RTT
+/// of this span).
 pub(crate) fn connection_use(parent: &Span) -> Span {
     connection(parent, "db.client.connection.use")
 }
@@ -37,6 +39,7 @@ fn connection(parent: &Span, phase: &'static str) -> Span {
         otel.name = phase,
         db.system.name = "postgresql",
         db.client.connection.pool.name = POOL_NAME,
+        chatlab.round_trips = Empty,
     )
 }
 

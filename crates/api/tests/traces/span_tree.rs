@@ -70,13 +70,24 @@ async fn every_strategy_shows_its_statements_under_the_connection_it_holds() {
     let member_ids: Vec<String> = users.iter().map(Uuid::to_string).collect();
     // INSERT statements at 50 members: the chat, each member, the system
     // message (per_row); the chat, the members, the message (batch,
-    // unnest, pipeline); one statement of CTEs (single).
-    for (strategy, inserts) in [
-        ("per_row", 52),
-        ("batch", 3),
-        ("unnest", 3),
-        ("pipeline", 3),
-        ("single", 1),
+    // unnest, pipeline); one statement of CTEs (single). Round trips on the
+    // connection: those and BEGIN and COMMIT, batch's VALUES prepared in
+    // one of its own on the async driver, pipeline's one flight (one by one
+    // on the blocking driver, which has no pipeline).
+    let on_async = chatlab_testdb::driver() == chatlab_persistence::Driver::Async;
+    let by_driver = |on_async_driver: u64, on_blocking: u64| {
+        if on_async {
+            on_async_driver
+        } else {
+            on_blocking
+        }
+    };
+    for (strategy, inserts, round_trips) in [
+        ("per_row", 52, 54),
+        ("batch", 3, by_driver(6, 5)),
+        ("unnest", 3, 5),
+        ("pipeline", 3, by_driver(1, 5)),
+        ("single", 1, 1),
     ] {
         let (tp, trace_id, parent) = traceparent();
         let name = format!("secret-room-{}", Uuid::now_v7().simple());
@@ -123,6 +134,11 @@ async fn every_strategy_shows_its_statements_under_the_connection_it_holds() {
         assert!(
             wait.end_time <= held.start_time,
             "the wait ends before the hold starts"
+        );
+        assert_eq!(
+            attr(held, "chatlab.round_trips"),
+            Some(round_trips.to_string()),
+            "{strategy}: the round trips it held the connection for"
         );
 
         let insert_spans = t.statements("INSERT", held);

@@ -15,3 +15,4 @@ mod pool_metrics;
 mod read_marker_modes;
 mod support;
 mod unread_state;
+mod wire;
