@@ -16,9 +16,9 @@ impl From<PersistenceError> for RepositoryError {
         };
         match err {
             PersistenceError::PoolTimeout => unavailable(UnavailableReason::PoolTimeout, err),
-            PersistenceError::Connect(_) | PersistenceError::Establish(_) => {
-                unavailable(UnavailableReason::Connection, err)
-            }
+            PersistenceError::Connect(_)
+            | PersistenceError::Establish(_)
+            | PersistenceError::NoAnswer(_) => unavailable(UnavailableReason::Connection, err),
             PersistenceError::Query(ref q) => match classify(q) {
                 Classified::Unavailable(reason) => unavailable(reason, err),
                 Classified::Conflict(what) => RepositoryError::Conflict(what),

@@ -12,6 +12,11 @@ pub enum PersistenceError {
     /// A new connection could not be opened or set up.
     #[error("could not open a database connection")]
     Connect(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// PostgreSQL sent nothing for this long while a unit of work held
+    /// its connection (the statement timeout and a margin): the network to
+    /// it is gone. The unit runs on, and ends when the network returns.
+    #[error("no answer from the database for {0:?}")]
+    NoAnswer(std::time::Duration),
     /// A statement failed.
     #[error("database statement failed")]
     Query(#[from] diesel::result::Error),

@@ -131,12 +131,12 @@ impl PublishPlan {
         };
         match self.mode {
             PublishMode::Off | PublishMode::AfterCommit => Ok(()),
-            PublishMode::InTxAwait => self
-                .publisher
-                .publish(event, self.mode)
-                .await
-                .map(|_receipt| ())
-                .map_err(TxError::Publish),
+            PublishMode::InTxAwait => {
+                let published = self.publisher.publish(event, self.mode).await;
+                // The broker answered: the unit is not stalled.
+                s.answered();
+                published.map(|_receipt| ()).map_err(TxError::Publish)
+            }
             PublishMode::InTxEnqueue => self
                 .publisher
                 .enqueue(event, self.mode)

@@ -113,6 +113,8 @@ pub struct DbSession {
     /// Round trips to the server: every statement, BEGIN and COMMIT its
     /// own, a pipelined flight one.
     round_trips: u64,
+    /// The caller's watch on this unit's answers, when it has one.
+    progress: Option<Arc<crate::database::Progress>>,
 }
 
 impl DbSession {
@@ -132,6 +134,7 @@ impl DbSession {
             statements: 0,
             rows: 0,
             round_trips: 0,
+            progress: None,
         }
     }
 
@@ -148,9 +151,25 @@ impl DbSession {
         self.rows += rows;
     }
 
-    /// Counts `n` round trips.
+    /// Counts `n` round trips (each ended with an answer).
     pub(crate) fn travelled(&mut self, n: u64) {
         self.round_trips += n;
+        self.answered();
+    }
+
+    /// Tells the caller's stall watch that the unit heard from PostgreSQL
+    /// (or, at its start, holds its connection), or from the broker it
+    /// waits on inside the transaction.
+    pub(crate) fn answered(&self) {
+        if let Some(p) = &self.progress {
+            p.answered();
+        }
+    }
+
+    /// Puts the unit under its caller's stall watch, and starts it.
+    pub(crate) fn watched_by(&mut self, progress: Arc<crate::database::Progress>) {
+        progress.answered();
+        self.progress = Some(progress);
     }
 
     /// Round trips this session has made so far: the one place a write's

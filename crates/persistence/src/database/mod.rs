@@ -18,8 +18,11 @@ mod pooled_async;
 mod pooled_blocking;
 mod slices;
 mod source;
+mod stall;
 mod unpooled_async;
 mod unpooled_blocking;
+
+pub(crate) use stall::Progress;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -151,6 +154,10 @@ impl Database {
     /// that waits longer than the acquire timeout gets
     /// [`PersistenceError::PoolTimeout`].
     ///
+    /// A caller that hears nothing from PostgreSQL for the statement
+    /// timeout and a margin once `work` has its connection stops waiting
+    /// and gets [`PersistenceError::NoAnswer`] ([`stall`]: a dead network).
+    ///
     /// A caller that goes away while it waits for the connection takes
     /// nothing; once `work` has its connection, it runs to its end whether
     /// the caller still waits or not (a task of its own on the async
@@ -172,35 +179,47 @@ impl Database {
         let caller = tracing::Span::current();
         let (index, own) = self.pick();
         let state = self.inner.slices[index].state();
-        match state.source {
-            Source::Async(source) => {
-                let db = self.clone();
-                let home = if own { None } else { state.home };
-                let handoff = Handoff::spawn(home.as_ref(), move |start| async move {
-                    let wait = spans::connection_wait(&caller);
-                    let opened = db.open_async(index, source.as_ref()).instrument(wait).await;
-                    let mut session = match opened {
-                        Ok(session) => session,
-                        Err(e) => return Some(Err(e.into())),
-                    };
-                    // The caller went away while this waited: give the
-                    // connection back untouched.
-                    if !start.begin() {
-                        return None;
-                    }
-                    let held = spans::connection_use(&caller);
-                    session.held_in(held.clone());
-                    Some(work(&mut session).instrument(held).await)
-                });
-                handoff.answer().await.unwrap_or_else(|| {
-                    Err(
-                        PersistenceError::Worker("the unit of work ended without an answer".into())
-                            .into(),
-                    )
-                })
+        let progress = stall::Progress::new();
+        let watched = progress.clone();
+        let limit = stall::limit(self.inner.config.session.statement_timeout);
+        let answer = async move {
+            match state.source {
+                Source::Async(source) => {
+                    let db = self.clone();
+                    let home = if own { None } else { state.home };
+                    let handoff = Handoff::spawn(home.as_ref(), move |start| async move {
+                        let wait = spans::connection_wait(&caller);
+                        let opened = db.open_async(index, source.as_ref()).instrument(wait).await;
+                        let mut session = match opened {
+                            Ok(session) => session,
+                            Err(e) => return Some(Err(e.into())),
+                        };
+                        // The caller went away while this waited: give the
+                        // connection back untouched.
+                        if !start.begin() {
+                            return None;
+                        }
+                        let held = spans::connection_use(&caller);
+                        session.held_in(held.clone());
+                        session.watched_by(watched);
+                        Some(work(&mut session).instrument(held).await)
+                    });
+                    handoff.answer().await.unwrap_or_else(|| {
+                        Err(PersistenceError::Worker(
+                            "the unit of work ended without an answer".into(),
+                        )
+                        .into())
+                    })
+                }
+                Source::Blocking(source) => {
+                    self.run_blocking(index, source, work, caller, watched)
+                        .await
+                }
             }
-            Source::Blocking(source) => self.run_blocking(index, source, work, caller).await,
-        }
+        };
+        stall::within(limit, &progress, answer)
+            .await
+            .unwrap_or_else(|waited| Err(PersistenceError::NoAnswer(waited).into()))
     }
 
     /// The slice for this call, and whether the calling thread owns it.
@@ -242,6 +261,7 @@ impl Database {
         source: Arc<dyn BlockingSource>,
         work: F,
         caller: tracing::Span,
+        progress: Arc<stall::Progress>,
     ) -> Result<T, E>
     where
         F: for<'s> FnOnce(&'s mut DbSession) -> BoxFuture<'s, Result<T, E>> + Send + 'static,
@@ -282,6 +302,7 @@ impl Database {
             let mut session = opened?;
             let held = spans::connection_use(&caller);
             session.held_in(held.clone());
+            session.watched_by(progress);
             runtime.block_on(work(&mut session).instrument(held))
         })
         .await;
