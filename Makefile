@@ -36,9 +36,23 @@ ifeq ($(QUICK),1)
   BUILD_PROFILE := dev
   export CHATLAB_BIN_DIR := $(BIN_DIR)
   export CHATLAB_BIN := $(BIN_DIR)/chatlab
+  export CHATLAB_DELAY_BIN := $(BIN_DIR)/chatlab-delay
 else
   BIN_DIR := target/release
   BUILD_PROFILE := release
+endif
+
+# The database at a distance: DB_RTT=1ms (and DB_JITTER=200us) puts a delay
+# hop (chatlab-delay) between PostgreSQL and everything a target connects
+# to it, servers and pgbench alike; every run measures and reports the
+# distance it ran at. Empty: straight, over loopback.
+DB_RTT ?=
+DB_JITTER ?=
+ifneq ($(DB_RTT),)
+  export DB_RTT
+endif
+ifneq ($(DB_JITTER),)
+  export DB_JITTER
 endif
 LOAD := ./$(BIN_DIR)/chatlab-load
 LOAD_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/chatlab_load
@@ -76,6 +90,10 @@ ifeq ($(QUICK),1)
   CROSSOVER_ARGS := --rows 10,1000 --duration 200ms --min-transactions 2 --rounds 1
   READ_SIDE_ARGS := --members 10,50 --rate 50 --vus 8 --duration 1s --warmup 0s --rounds 1 --seed-users 300
   READ_MIXED_ARGS := --members 10,50 --rate 50 --vus 8 --duration 1s --warmup 0s --rounds 1 --seed-users 300
+  DISTANCE_RTTS := 0,1ms
+  DISTANCE_STRATEGIES := per_row,single
+  DISTANCE_ARGS := --members 10 --vus 4 --duration 1s --warmup 0s --rounds 1 --seed-users 300 --calibrate-for 1s
+  DISTANCE_MODEL_ARGS := --members 10 --vus 1 --duration 1s --warmup 0s --rounds 1 --seed-users 300 --calibrate-for 1s
 else
   DEMO_ARGS := --vus 20 --duration 2s --warmup 3s --rounds 6
   LOADTEST_ARGS := --vus 40 --duration 20s
@@ -106,6 +124,10 @@ else
   READ_MIXED_ARGS := --members 10,200,1000 --rate 200 --vus 64 --duration 10s --warmup 2s --rounds 2
   FANOUT_ARGS := --members 10,50,200,1000,5000 --vus 8 --duration 6s --warmup 2s --rounds 2
   MARKERS_ARGS := --members 1000 --messages 100 --rate 2000 --duration 10s --rounds 2 --flush-ms 500
+  DISTANCE_RTTS := 0,200us,500us,1ms,2ms,5ms
+  DISTANCE_STRATEGIES := per_row,batch,unnest,single,pipeline
+  DISTANCE_ARGS := --members 1,10,50,1000 --vus 8 --duration 3s --warmup 2s --rounds 2
+  DISTANCE_MODEL_ARGS := --members 50 --vus 1 --duration 3s --warmup 2s --rounds 3
 endif
 # The pool's layouts (DB_POOL_LAYOUT), one server of each, restarted and
 # alternated round by round.
@@ -154,7 +176,7 @@ RUNS ?= 50
 
 .PHONY: demo demo-plan loadtest loadtest-create loadtest-hold loadtest-seed001 loadtest-ramp bench-baseline \
         loadtest-crosscheck loadtest-pool loadtest-poolsize loadtest-driver loadtest-concurrency \
-        loadtest-tracing loadtest-layout loadtest-syncs loadtest-fanout loadtest-fanout-copy loadtest-read-side loadtest-read-mixed loadtest-markers loadtest-crossover profile loadtest-delivery loadtest-delivery-body loadtest-delivery-broker-kill loadtest-smoke load-build load-db broker-check events-stress \
+        loadtest-tracing loadtest-layout loadtest-syncs loadtest-fanout loadtest-fanout-copy loadtest-read-side loadtest-read-mixed loadtest-markers loadtest-crossover loadtest-distance profile loadtest-delivery loadtest-delivery-body loadtest-delivery-broker-kill loadtest-smoke load-build load-db broker-check events-stress \
         fault-db fault-broker fault-server fault-cancel fault-retry fault-collector fault-slow-clients soak faults
 .PHONY: help run build release profiling-build test fuzz fmt fmt-check lint layering docs settings-docs schema-check deps-check \
         openapi docker-check k6-check db db-stop broker broker-stop ci clean-testdbs up down loadtest-docker dashboard-check
@@ -193,7 +215,7 @@ release: ## Release build of the server
 
 load-build: ## Release build of the server and the load tool (what the demo and every experiment run; QUICK=1: the debug build)
 	@$(LIBPQ)
-	$(CARGO) build --profile $(BUILD_PROFILE) --bin chatlab --bin chatlab-load
+	$(CARGO) build --profile $(BUILD_PROFILE) --bin chatlab --bin chatlab-load --bin chatlab-delay
 
 profiling-build: ## The server and the load tool as measured, with full debug info for perf (target/profiling/)
 	@$(LIBPQ)
@@ -347,10 +369,26 @@ loadtest-crossover: load-build load-db ## Where COPY beats INSERT: one message's
 profile: load-build load-db ## Where the server's CPU goes per createChat, by function (perf on the CPU clock), per pool layout: top entries to results/profile-*/
 	LOAD_DATABASE_URL=$(LOAD_DATABASE_URL) scripts/profile-server.sh
 
+# The database at a distance: every strategy × members × RTT (a delay hop
+# per distance, its own calibration), beside pgbench through the same hop;
+# copy on the blocking driver (the only one that can send it); then one
+# client at 50 members, where latency is the round trips and nothing
+# queues: the round-trip model checked cell by cell.
+loadtest-distance: load-build load-db ## The verdicts at a distance: every strategy x members {1,10,50,1000} x DB RTT {0,0.2,0.5,1,2,5 ms} beside pgbench through the same delay hop; the round-trip model checked with one client
+	$(LOAD) matrix --name distance --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario create-chat \
+	    --strategies $(DISTANCE_STRATEGIES) --db-rtts $(DISTANCE_RTTS) --baseline $(DISTANCE_ARGS)
+	$(MAKE) --no-print-directory load-db
+	$(LOAD) matrix --name distance-copy --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario create-chat \
+	    --strategies copy --variant blocking:DB_DRIVER=blocking --db-rtts $(DISTANCE_RTTS) $(DISTANCE_ARGS)
+	$(MAKE) --no-print-directory load-db
+	$(LOAD) matrix --name distance-model --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario create-chat \
+	    --strategies $(DISTANCE_STRATEGIES) --db-rtts $(DISTANCE_RTTS) $(DISTANCE_MODEL_ARGS)
+
 loadtest-smoke: ## Every load target but the delivery ones (which need tansu) once, a few seconds each (CI)
 	$(MAKE) QUICK=1 demo loadtest loadtest-create loadtest-hold loadtest-seed001 loadtest-ramp bench-baseline loadtest-crosscheck \
 	    loadtest-pool loadtest-poolsize loadtest-driver loadtest-concurrency loadtest-tracing loadtest-layout loadtest-syncs \
-	    loadtest-fanout loadtest-fanout-copy loadtest-read-side loadtest-read-mixed loadtest-markers loadtest-crossover
+	    loadtest-fanout loadtest-fanout-copy loadtest-read-side loadtest-read-mixed loadtest-markers loadtest-crossover \
+	    loadtest-distance
 
 broker-check: load-build ## Does the broker keep what it acknowledges? tansu's memory and sqlite engines under pipelined produce
 	scripts/broker-check.sh $(BROKER_CHECK_ARGS)
@@ -361,8 +399,14 @@ events-stress: ## The event tests RUNS= times (default 50) beside a busy core an
 	DATABASE_URL=$(DATABASE_ADMIN_URL) KAFKA_TEST_BROKERS=$(KAFKA_TEST_BROKERS) RUNS=$(RUNS) BUSY=1 PRODUCE=1 \
 	    TANSU_BIN=$$(scripts/ensure-tansu.sh --print-bin) scripts/stress-event-tests.sh
 
-fault-db: load-build ## PostgreSQL restarted, its sessions terminated, stopped for a while: per driver, pooling, pool layout, fan-out and read-marker mode
+# The network to PostgreSQL dead (db-blackhole): the delay hop in front of
+# it stops forwarding for the down time, closing nothing, then forwards
+# again. Per driver and pooling, with marker moves.
+FAULT_BLACKHOLE_VARIANTS := async-pool:DB_DRIVER=async,blocking-pool:DB_DRIVER=blocking,async-nopool:DB_DRIVER=async+DB_POOL=off
+fault-db: load-build ## PostgreSQL restarted, its sessions terminated, stopped for a while, and the network to it dead: per driver, pooling, pool layout, fan-out and read-marker mode
 	scripts/fault.sh fault-db --faults db-restart,db-terminate,db-stop --variants $(FAULT_DB_VARIANTS) \
+	    --mark-share $(FAULT_DB_MARK_SHARE) $(FAULT_ENV) --latency-bound 8s $(FAULT_ARGS) $(FAULT_DOWN)
+	scripts/fault.sh fault-db-blackhole --faults db-blackhole --variants $(FAULT_BLACKHOLE_VARIANTS) \
 	    --mark-share $(FAULT_DB_MARK_SHARE) $(FAULT_ENV) --latency-bound 8s $(FAULT_ARGS) $(FAULT_DOWN)
 
 # When deliveries time out, librdkafka bumps its producer epoch, and tansu

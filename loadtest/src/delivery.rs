@@ -29,6 +29,7 @@ use crate::fault::{Broker, BrokerStorage};
 use crate::fleet::{Fleet, FleetSpec};
 use crate::latency::Latencies;
 use crate::prom::{Exposition, HistogramSnapshot};
+use crate::reach::{DistanceArgs, Reach};
 use crate::scenario::seed_users;
 use crate::schedule::parse_duration;
 use crate::variant::{ServerVariant, parse_kv};
@@ -57,6 +58,9 @@ pub struct DeliveryArgs {
         default_value = "postgres://postgres@127.0.0.1:5432/chatlab"
     )]
     database_url: String,
+    /// Where PostgreSQL is: straight, or behind a delay hop.
+    #[command(flatten)]
+    distance: DistanceArgs,
     /// The tansu binary: each row gets a broker of its own, which its
     /// instances share.
     #[arg(long)]
@@ -166,9 +170,15 @@ pub async fn run(args: DeliveryArgs) -> Result<bool, LoadError> {
         .tcp_nodelay(true)
         .build()
         .map_err(|e| LoadError::http("building the HTTP client", e))?;
+    let reach = Reach::open(
+        &args.database_url,
+        args.distance.distance()?,
+        &args.distance,
+    )
+    .await?;
     let mut rows = Vec::new();
     for variant in &args.variants {
-        let row = run_cell(&args, &client, variant).await?;
+        let row = run_cell(&args, &client, &reach, variant).await?;
         println!(
             "{}: {} written, {} of {} deliveries, {} lost, {} of their messages not in the topic, {} repeated, p99 {:.1} ms",
             row.variant,
@@ -190,12 +200,13 @@ pub async fn run(args: DeliveryArgs) -> Result<bool, LoadError> {
     std::fs::write(
         &path,
         format!(
-            "# Commit-to-screen latency{}\n\n{table}\n{notes}",
+            "# Commit-to-screen latency{}\n\n{}\n\n{table}\n{notes}",
             if args.kill_broker_at.is_some() {
                 " through a broker kill"
             } else {
                 ""
-            }
+            },
+            reach.note()
         ),
     )
     .map_err(|e| LoadError::file(&path, e))?;
@@ -212,6 +223,7 @@ pub async fn run(args: DeliveryArgs) -> Result<bool, LoadError> {
 async fn run_cell(
     args: &DeliveryArgs,
     client: &reqwest::Client,
+    reach: &Reach,
     variant: &ServerVariant,
 ) -> Result<Row, LoadError> {
     let dir = args.out.join(&variant.name);
@@ -219,7 +231,7 @@ async fn run_cell(
         Broker::start(&args.tansu_bin, &dir.join("broker"), args.tansu_storage).await?;
     let topic = format!("chatlab-delivery-{}", Uuid::now_v7().simple());
     let mut env = vec![
-        ("DATABASE_URL".to_owned(), args.database_url.clone()),
+        ("DATABASE_URL".to_owned(), reach.url()),
         ("KAFKA_BROKERS".to_owned(), broker.address.clone()),
         ("KAFKA_TOPIC".to_owned(), topic.clone()),
         ("RUST_LOG".to_owned(), "warn".to_owned()),

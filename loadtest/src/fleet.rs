@@ -67,6 +67,15 @@ pub struct FleetSpec {
     pub signer: Arc<Signer>,
 }
 
+impl FleetSpec {
+    /// The same servers, pointed at the database `url` (a delay hop's).
+    pub fn with_database_url(mut self, url: &str) -> Self {
+        self.env.retain(|(k, _)| k != "DATABASE_URL");
+        self.env.push(("DATABASE_URL".to_owned(), url.to_owned()));
+        self
+    }
+}
+
 impl Fleet {
     /// Starts the servers and waits until each answers `/readyz`.
     pub async fn start(spec: &FleetSpec, client: &reqwest::Client) -> Result<Self, LoadError> {

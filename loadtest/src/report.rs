@@ -103,6 +103,17 @@ pub struct CellResult {
     /// The slowest requests sent with a `traceparent` (`results.md` only).
     #[serde(skip)]
     pub slowest_traces: SlowestTraces,
+    /// The round-trip time a delay hop added between the servers (and
+    /// pgbench) and PostgreSQL, ms (0: straight, over loopback).
+    pub db_rtt_ms: f64,
+    /// The round trip to PostgreSQL the run measured (pgbench `SELECT 1`,
+    /// one client, through the hop when there was one), ms.
+    pub db_round_trip_ms: f64,
+    /// Round trips on the wire per answered request, counted by the hop (a
+    /// client chunk after a server chunk); 0: no hop to count them.
+    pub wire_round_trips: f64,
+    /// The hop's CPU per answered request, µs.
+    pub hop_cpu_us_per_request: f64,
     /// Rounds the cell ran.
     #[serde(rename = "rounds")]
     pub rounds_run: usize,
@@ -314,13 +325,17 @@ pub fn to_csv(cells: &[CellResult]) -> String {
         "throughput_hi",
         "pgbench_ratio_lo",
         "pgbench_ratio_hi",
+        "db_rtt_ms",
+        "db_round_trip_ms",
+        "wire_round_trips",
+        "hop_cpu_us_per_request",
     ];
     out.push_str(&header.join(","));
     out.push('\n');
     for c in cells {
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{:.2},{:.1},{:.2},{:.2},{:.2},{:.2},{},{},{},{},{},{:.2},{},{:.3},{:.3},{:.3},{:.3},{},{:.1},{:.1},{:.1},{:.1},{:.1},{:.3},{:.1},{:.0},{:.1},{:.3},{:.2},{:.2},{:.4},{:.0},{},{:.1},{:.1},{:.3},{:.3}",
+            "{},{},{},{},{},{},{},{},{:.2},{:.1},{:.2},{:.2},{:.2},{:.2},{},{},{},{},{},{:.2},{},{:.3},{:.3},{:.3},{:.3},{},{:.1},{:.1},{:.1},{:.1},{:.1},{:.3},{:.1},{:.0},{:.1},{:.3},{:.2},{:.2},{:.4},{:.0},{},{:.1},{:.1},{:.3},{:.3},{:.3},{:.3},{:.2},{:.1}",
             c.server,
             c.strategy,
             c.publish_mode,
@@ -365,7 +380,11 @@ pub fn to_csv(cells: &[CellResult]) -> String {
             c.throughput_lo,
             c.throughput_hi,
             c.pgbench_ratio_lo,
-            c.pgbench_ratio_hi
+            c.pgbench_ratio_hi,
+            c.db_rtt_ms,
+            c.db_round_trip_ms,
+            c.wire_round_trips,
+            c.hop_cpu_us_per_request
         );
     }
     out
@@ -375,6 +394,7 @@ pub fn to_csv(cells: &[CellResult]) -> String {
 pub fn to_markdown(cells: &[CellResult]) -> String {
     let with_baseline = cells.iter().any(|c| c.pgbench_tps > 0.0);
     let with_wal = cells.iter().any(|c| c.wal_bytes_per_request > 0.0);
+    let with_hop = cells.iter().any(|c| c.db_rtt_ms > 0.0);
     let mut out = String::from(
         "| server | pool | scenario | strategy | mode | members | VUs | req/server | active (max) | pending (max) | throughput (req/s) | p95 ms | median ms | p99 ms | use time mean / p95 ms | round trips | INSERTs/s | rows/s | errors | RSS MiB | CPU % | CPU µs/req | switches/req | imbalanced waits % |",
     );
@@ -383,6 +403,9 @@ pub fn to_markdown(cells: &[CellResult]) -> String {
     }
     if with_wal {
         out.push_str(" WAL B/req |");
+    }
+    if with_hop {
+        out.push_str(" DB RTT ms | DB round trip ms | wire round trips | hop CPU µs/req |");
     }
     out.push('\n');
     out.push_str(
@@ -393,6 +416,9 @@ pub fn to_markdown(cells: &[CellResult]) -> String {
     }
     if with_wal {
         out.push_str("---|");
+    }
+    if with_hop {
+        out.push_str("---|---|---|---|");
     }
     out.push('\n');
     for c in cells {
@@ -449,6 +475,20 @@ pub fn to_markdown(cells: &[CellResult]) -> String {
         }
         if with_wal {
             let _ = write!(out, " {:.0} |", c.wal_bytes_per_request);
+        }
+        if with_hop {
+            let _ = write!(
+                out,
+                " {} | {:.3} | {} | {:.0} |",
+                crate::reach::show_ms(c.db_rtt_ms),
+                c.db_round_trip_ms,
+                if c.wire_round_trips > 0.0 {
+                    format!("{:.1}", c.wire_round_trips)
+                } else {
+                    "-".to_owned()
+                },
+                c.hop_cpu_us_per_request
+            );
         }
         out.push('\n');
     }

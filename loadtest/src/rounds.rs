@@ -103,7 +103,8 @@ pub fn ratio(a: &CellResult, b: &CellResult, figure: Figure) -> Option<Interval>
 }
 
 /// The one setting two cells differ in, when their ratio is a comparison:
-/// the server variant, the pool size, the strategy or the publish mode,
+/// the server variant, the pool size, the database's distance, the
+/// strategy or the publish mode,
 /// everything else (scenario, members, VUs) equal. `None` otherwise.
 pub fn comparable(a: &CellResult, b: &CellResult) -> Option<&'static str> {
     let same_rest = a.scenario == b.scenario && a.members == b.members && a.vus == b.vus;
@@ -113,6 +114,7 @@ pub fn comparable(a: &CellResult, b: &CellResult) -> Option<&'static str> {
     let diffs = [
         ("server", a.server != b.server),
         ("pool", a.pool_size != b.pool_size),
+        ("db RTT", a.db_rtt_ms != b.db_rtt_ms),
         ("strategy", a.strategy != b.strategy),
         ("mode", a.publish_mode != b.publish_mode),
     ];

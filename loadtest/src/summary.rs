@@ -156,9 +156,12 @@ pub fn comparisons_markdown(cells: &[CellResult]) -> String {
 /// nothing does).
 pub fn labels(cells: &[CellResult]) -> Vec<String> {
     type Part = fn(&CellResult) -> String;
-    let parts: [(&str, Part); 7] = [
+    let parts: [(&str, Part); 8] = [
         ("", |c| c.server.clone()),
         ("pool ", |c| c.pool_size.to_string()),
+        ("RTT ", |c| {
+            format!("{} ms", crate::reach::show_ms(c.db_rtt_ms))
+        }),
         ("", |c| c.scenario.clone()),
         ("", |c| c.strategy.clone()),
         ("", |c| c.publish_mode.clone()),

@@ -23,6 +23,7 @@ pub fn compares_strategies(cells: &[CellResult]) -> bool {
             c.members,
             c.vus,
             c.pool_size,
+            c.db_rtt_ms.to_bits(),
         )
     };
     let mut strategies: Vec<&str> = cells.iter().map(|c| c.strategy.as_str()).collect();
@@ -334,6 +335,7 @@ pub fn widest_ratio(cells: &[CellResult]) -> Option<(String, f64)> {
             let side = |c: &CellResult| match setting {
                 "server" => c.server.clone(),
                 "pool" => format!("pool {}", c.pool_size),
+                "db RTT" => format!("RTT {} ms", crate::reach::show_ms(c.db_rtt_ms)),
                 "mode" => c.publish_mode.clone(),
                 _ => c.strategy.clone(),
             };

@@ -109,6 +109,7 @@ pub(crate) async fn crosscheck(args: CrosscheckArgs) -> Result<bool, LoadError> 
         "chatlab-load",
     )
     .await;
+    let reach_note = deployed.reach_note();
     drop(deployed);
     let ours = outcome.total().requests() as f64 / outcome.elapsed.as_secs_f64();
     let diff = 100.0 * (ours - wrk_rps).abs() / wrk_rps.max(1e-9);
@@ -117,7 +118,10 @@ pub(crate) async fn crosscheck(args: CrosscheckArgs) -> Result<bool, LoadError> 
         path, args.vus, args.tolerance
     );
     print!("{report}");
-    let md = format!("# crosscheck\n\n{}\n\n{report}", super::machine_note());
+    let md = format!(
+        "# crosscheck\n\n{}{reach_note}\n\n{report}",
+        super::machine_note()
+    );
     std::fs::create_dir_all(&out)
         .and_then(|()| std::fs::write(out.join("results.md"), md))
         .map_err(|e| LoadError::file(&out, e))?;

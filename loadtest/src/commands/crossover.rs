@@ -33,6 +33,7 @@ use uuid::Uuid;
 
 use crate::error::LoadError;
 use crate::latency::Latencies;
+use crate::reach::{DistanceArgs, Reach};
 use crate::schedule::parse_duration;
 use crate::uncertainty::{Call, Interval};
 use crate::wal::WalProbe;
@@ -75,6 +76,9 @@ pub(crate) struct CrossoverArgs {
     /// Base folder of results.
     #[arg(long, default_value = "results")]
     results_dir: std::path::PathBuf,
+    /// Where PostgreSQL is: straight, or behind a delay hop.
+    #[command(flatten)]
+    distance: DistanceArgs,
 }
 
 /// How the rows travel.
@@ -172,7 +176,13 @@ impl Cell {
 
 pub(crate) async fn crossover(args: CrossoverArgs) -> Result<bool, LoadError> {
     let out = results_dir(&args.results_dir, "crossover");
-    let (client, connection) = tokio_postgres::connect(&args.database_url, tokio_postgres::NoTls)
+    let reach = Reach::open(
+        &args.database_url,
+        args.distance.distance()?,
+        &args.distance,
+    )
+    .await?;
+    let (client, connection) = tokio_postgres::connect(&reach.url(), tokio_postgres::NoTls)
         .await
         .map_err(|e| LoadError::Usage(format!("crossover: {}: {e}", args.database_url)))?;
     let driver = tokio::spawn(async move {
@@ -218,8 +228,9 @@ pub(crate) async fn crossover(args: CrossoverArgs) -> Result<bool, LoadError> {
     results.sort_by_key(|c| (c.rows, c.method, c.round));
     let summary = summary(&results, &args);
     let notes = format!(
-        "# crossover: where COPY starts to beat INSERT, straight to PostgreSQL\n\n{}\n\nOne connection, one transaction at a time; each transaction writes one message's inbox rows (five columns, the inbox's primary key and partial index) for a chat of N recipients, the way chatlab's strategies write them: `copy` reads the recipients, then streams the rows as binary COPY; `unnest` reads them, then one INSERT from two arrays; `batch` reads them, then multi-row INSERTs of at most {BATCH_ROWS} rows, each parsed anew; `single` lets the server make the rows (`INSERT ... SELECT FROM members`). Each cell runs {} (at least {} transactions) on an emptied inbox; {} rounds, cells interleaved and their order alternating. WAL per row is the cluster's insert position moved per row written: run nothing else against the cluster.\n\n",
+        "# crossover: where COPY starts to beat INSERT, straight to PostgreSQL\n\n{}\n\n{}\n\nOne connection, one transaction at a time; each transaction writes one message's inbox rows (five columns, the inbox's primary key and partial index) for a chat of N recipients, the way chatlab's strategies write them: `copy` reads the recipients, then streams the rows as binary COPY; `unnest` reads them, then one INSERT from two arrays; `batch` reads them, then multi-row INSERTs of at most {BATCH_ROWS} rows, each parsed anew; `single` lets the server make the rows (`INSERT ... SELECT FROM members`). Each cell runs {} (at least {} transactions) on an emptied inbox; {} rounds, cells interleaved and their order alternating. WAL per row is the cluster's insert position moved per row written: run nothing else against the cluster.\n\n",
         machine_note(),
+        reach.note(),
         humantime::format_duration(args.duration),
         args.min_transactions,
         args.rounds.max(1),
@@ -597,6 +608,12 @@ mod tests {
             min_transactions: 1,
             rounds: 1,
             results_dir: "results".into(),
+            distance: DistanceArgs {
+                db_rtt: None,
+                db_jitter: String::new(),
+                delay_bin: "chatlab-delay".into(),
+                calibrate_for: Duration::from_secs(1),
+            },
         }
     }
 

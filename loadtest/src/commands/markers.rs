@@ -33,6 +33,7 @@ use crate::error::LoadError;
 use crate::fleet::Fleet;
 use crate::latency::Latencies;
 use crate::prom::Exposition;
+use crate::reach::Reach;
 use crate::scenario::{Rng, Scenario, SeedAt, SeedSpec, seed, seed_chats};
 use crate::schedule::parse_duration;
 
@@ -210,6 +211,14 @@ pub(crate) async fn markers(args: MarkersArgs) -> Result<bool, LoadError> {
     let out = results_dir(&args.servers.results_dir, "markers");
     let client = http_client(args.in_flight)?;
     let database = Db::connect(&args.servers.database_url).await?;
+    // The servers reach PostgreSQL through a hop when one is asked for;
+    // the load tool's probes go straight.
+    let reach = Reach::open(
+        &args.servers.database_url,
+        args.servers.distance.distance()?,
+        &args.servers.distance,
+    )
+    .await?;
     let cells: Vec<(ReadMarkerMode, MessageFanout)> = args
         .modes
         .iter()
@@ -218,7 +227,16 @@ pub(crate) async fn markers(args: MarkersArgs) -> Result<bool, LoadError> {
     let mut results = Vec::new();
     for round in 0..args.rounds.max(1) {
         for (mode, fanout) in round_order(&cells, round) {
-            let cell = run_cell(&args, &client, &database, &out, mode, fanout, round).await?;
+            let cell = run_cell(
+                &args,
+                &client,
+                &database,
+                &reach,
+                &out,
+                (mode, fanout),
+                round,
+            )
+            .await?;
             eprintln!(
                 "markers round {}: {mode} {fanout}: {} of {} answered 2xx (errors: {}), p99 {:.1} ms, {} lost",
                 round + 1,
@@ -234,8 +252,9 @@ pub(crate) async fn markers(args: MarkersArgs) -> Result<bool, LoadError> {
     results.sort_by_key(|c| (c.mode, c.fanout, c.round));
     let table = table(&results);
     let notes = format!(
-        "# markers: read markers at a steady rate on one chat\n\n{}\n\nOne server per cell, a chat of {} members and {} messages from its creator; `POST /v1/chats/{{id}}/read` at {} per second for {} (open model, at most {} in flight), each by a random member moving to their next message; `coalesced` servers flush, and `log` servers compact their log, every {} ms. A `log` server's marker is the newer of the member row's and the log's, as its reads take it. At the end the server is killed (SIGKILL) under load; `lost` are acknowledged moves its database does not have, `oldest lost` the age of the oldest of them at the kill. PostgreSQL's statistics of `chat_members` and `inbox` and of the database are read before the load and after the killed server's sessions ended. {} rounds, cells alternating.\n\n",
+        "# markers: read markers at a steady rate on one chat\n\n{}\n\n{}\n\nOne server per cell, a chat of {} members and {} messages from its creator; `POST /v1/chats/{{id}}/read` at {} per second for {} (open model, at most {} in flight), each by a random member moving to their next message; `coalesced` servers flush, and `log` servers compact their log, every {} ms. A `log` server's marker is the newer of the member row's and the log's, as its reads take it. At the end the server is killed (SIGKILL) under load; `lost` are acknowledged moves its database does not have, `oldest lost` the age of the oldest of them at the kill. PostgreSQL's statistics of `chat_members` and `inbox` and of the database are read before the load and after the killed server's sessions ended. {} rounds, cells alternating.\n\n",
         machine_note(),
+        reach.note(),
         args.members,
         args.messages,
         args.rate,
@@ -326,12 +345,12 @@ async fn run_cell(
     args: &MarkersArgs,
     client: &reqwest::Client,
     database: &Db,
+    reach: &Reach,
     out: &std::path::Path,
-    mode: ReadMarkerMode,
-    fanout: MessageFanout,
+    (mode, fanout): (ReadMarkerMode, MessageFanout),
     round: usize,
 ) -> Result<Cell, LoadError> {
-    let mut spec = fleet_spec(&args.servers, 1, out)?;
+    let mut spec = fleet_spec(&args.servers, 1, out)?.with_database_url(&reach.url());
     spec.env.extend([
         ("READ_MARKER_MODE".to_owned(), mode.as_str().to_owned()),
         ("MESSAGE_FANOUT".to_owned(), fanout.as_str().to_owned()),

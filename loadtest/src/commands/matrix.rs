@@ -13,6 +13,7 @@ use crate::grid::yardstick::Yardstick;
 use crate::grid::{GridSpec, Servers, run_grid};
 use crate::measure::scenario_name;
 use crate::otlp_sink::{self, OtlpSink, SinkCounts};
+use crate::reach::parse_distances;
 use crate::scenario::Scenario;
 use crate::schedule::parse_duration;
 use crate::thresholds::Threshold;
@@ -61,6 +62,12 @@ pub(crate) struct MatrixArgs {
     /// Pool sizes (spawned servers restart with each; 0: the server default).
     #[arg(long, value_delimiter = ',', default_value = "0")]
     pool_sizes: Vec<u32>,
+    /// Distances of PostgreSQL, a dimension of the grid: round-trip times
+    /// (`0,200us,1ms,5ms`; 0 is straight) that a delay hop of each adds
+    /// between PostgreSQL and the spawned servers and pgbench (which restart
+    /// with each). Without it, --db-rtt (one distance, or straight).
+    #[arg(long)]
+    db_rtts: Option<String>,
     /// Length of each cell.
     #[arg(long, default_value = "20s", value_parser = parse_duration)]
     duration: Duration,
@@ -116,14 +123,23 @@ pub(crate) async fn matrix(args: MatrixArgs) -> Result<bool, LoadError> {
     let servers = match args.servers.spawn {
         Some(n) => Servers::Spawn(fleet_spec(&args.servers, n, &out)?),
         None => {
-            if args.pool_sizes.iter().any(|&p| p > 0) || !args.variants.is_empty() {
+            if args.pool_sizes.iter().any(|&p| p > 0)
+                || !args.variants.is_empty()
+                || args.db_rtts.is_some()
+            {
                 return Err(LoadError::Usage(
-                    "--pool-sizes and --variant need --spawn: external servers keep their settings"
+                    "--pool-sizes, --variant and --db-rtts need --spawn: external servers keep their settings"
                         .into(),
                 ));
             }
             Servers::External(external(&args.servers)?)
         }
+    };
+    let distances = match &args.db_rtts {
+        Some(list) => {
+            parse_distances(list, &args.servers.distance.db_jitter).map_err(LoadError::Usage)?
+        }
+        None => vec![args.servers.distance.distance()?],
     };
     let variants = if args.variants.is_empty() {
         vec![ServerVariant {
@@ -151,6 +167,9 @@ pub(crate) async fn matrix(args: MatrixArgs) -> Result<bool, LoadError> {
         vus: args.vus.clone(),
         publish_modes: args.publish_modes.clone(),
         pool_sizes: args.pool_sizes.clone(),
+        database_url: args.servers.database_url.clone(),
+        distances,
+        distance_args: args.servers.distance.clone(),
         duration: args.duration,
         warmup: args.warmup,
         rounds: Rounds {
@@ -164,8 +183,6 @@ pub(crate) async fn matrix(args: MatrixArgs) -> Result<bool, LoadError> {
         rate: args.rate,
         trace_fraction: args.traces.trace_fraction,
         yardstick: args.baseline.then(|| Yardstick {
-            database_url: args.servers.database_url.clone(),
-            duration: args.duration,
             work_dir: baseline::default_work_dir(&out),
         }),
         sample_interval: args.servers.sample_interval,
@@ -189,8 +206,13 @@ pub(crate) async fn matrix(args: MatrixArgs) -> Result<bool, LoadError> {
         sink_markdown(&base, &variants, &outcome.sink_counts)
     });
     let rounds_run = cells.iter().map(|c| c.rounds.len()).max().unwrap_or(0);
+    let reach_notes = if outcome.reach_notes.is_empty() {
+        String::new()
+    } else {
+        format!("\n\n{}", outcome.reach_notes.join("\n\n"))
+    };
     let notes = format!(
-        "# {}\n\n{}\n\nScenarios {}; server variants {}; strategies {}; {} per cell, {} round(s){}; servers: {}.\n",
+        "# {}\n\n{}{reach_notes}\n\nScenarios {}; server variants {}; strategies {}; {} per cell, {} round(s){}; servers: {}.\n",
         args.name,
         machine_note(),
         args.scenarios
@@ -255,6 +277,12 @@ pub(crate) async fn matrix(args: MatrixArgs) -> Result<bool, LoadError> {
     if !comparisons.is_empty() {
         notes.push_str(&format!(
             "\n## Comparisons\n\nEvery pair of cells that differ in one setting, the faster first: the ratio of each figure, paired by round, with its 95% interval; `~` marks a tie (the interval holds 1).\n\n{comparisons}"
+        ));
+    }
+    let model = crate::model::model_markdown(&cells);
+    if !model.is_empty() {
+        notes.push_str(&format!(
+            "\n## The round-trip model\n\nEach cell at a distance against its twin on loopback (0 ms): the hold predicted is the twin's plus the round trips the server counted times the round trip added (pgbench `SELECT 1` through the hop, less straight); `on the wire` are the round trips the hop counted per request (a client chunk after a server chunk), `implied by the hold` the hold's growth over the added round trip. The p50 predicted adds the same to the twin's p50, which holds for one client; with more clients than connections the queue adds to it.\n\n{model}"
         ));
     }
     notes.push_str("\n## Every figure\n");
@@ -346,7 +374,12 @@ fn plan(args: &MatrixArgs) -> String {
         * args.members.len().max(1)
         * args.vus.len().max(1)
         * args.publish_modes.len().max(1);
-    let fleets = args.variants.len().max(1) * args.pool_sizes.len().max(1);
+    let distances = args
+        .db_rtts
+        .as_deref()
+        .map_or(1, |l| l.split(',').filter(|d| !d.trim().is_empty()).count())
+        .max(1);
+    let fleets = args.variants.len().max(1) * args.pool_sizes.len().max(1) * distances;
     let rounds = args.rounds.max(1);
     let runs = if args.mix_strategies { 1 } else { strategies };
     let measured = args.duration * (points * runs * rounds * fleets) as u32;

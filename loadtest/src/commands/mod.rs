@@ -21,6 +21,7 @@ use clap::Args;
 use crate::auth::{DEFAULT_ISSUER, Signer};
 use crate::error::LoadError;
 use crate::fleet::{External, Fleet, FleetSpec};
+use crate::reach::{DistanceArgs, Reach};
 use crate::report::CellResult;
 use crate::sampler;
 use crate::schedule::{self, parse_duration};
@@ -67,6 +68,9 @@ pub(crate) struct ServerArgs {
     /// Users to seed.
     #[arg(long, default_value_t = 2000)]
     pub(crate) seed_users: usize,
+    /// Where PostgreSQL is: straight, or behind a delay hop.
+    #[command(flatten)]
+    pub(crate) distance: DistanceArgs,
     /// Base folder of results.
     #[arg(long, default_value = "results")]
     pub(crate) results_dir: PathBuf,
@@ -118,6 +122,18 @@ pub(crate) struct Deployed {
     pub(crate) pids: Vec<Option<u32>>,
     /// Signs the seeded users' tokens.
     pub(crate) signer: Arc<Signer>,
+    /// PostgreSQL as the spawned servers reach it (`None`: external
+    /// servers, whose database is theirs to know).
+    pub(crate) reach: Option<Reach>,
+}
+
+impl Deployed {
+    /// Where PostgreSQL was, for results.md (empty for external servers).
+    pub(crate) fn reach_note(&self) -> String {
+        self.reach
+            .as_ref()
+            .map_or_else(String::new, |r| format!("\n\n{}", r.note()))
+    }
 }
 
 impl Deployed {
@@ -138,7 +154,13 @@ pub(crate) async fn deploy(
 ) -> Result<Deployed, LoadError> {
     match args.spawn {
         Some(n) => {
-            let spec = fleet_spec(args, n, out)?;
+            let reach = Reach::open(
+                &args.database_url,
+                args.distance.distance()?,
+                &args.distance,
+            )
+            .await?;
+            let spec = fleet_spec(args, n, out)?.with_database_url(&reach.url());
             let fleet = Fleet::start(&spec, client).await?;
             Ok(Deployed {
                 targets: fleet.urls(),
@@ -146,6 +168,7 @@ pub(crate) async fn deploy(
                 pids: fleet.pids(),
                 _fleet: Some(fleet),
                 signer: spec.signer,
+                reach: Some(reach),
             })
         }
         None => {
@@ -156,6 +179,7 @@ pub(crate) async fn deploy(
                 targets: external.targets,
                 ops: external.ops,
                 signer: external.signer,
+                reach: None,
             })
         }
     }

@@ -9,6 +9,7 @@ use chatlab_domain::InsertStrategy;
 
 use crate::baseline;
 use crate::fleet::Fleet;
+use crate::reach::Reach;
 use crate::scenario::{Scenario, SeedAt, SeedSpec, seed};
 use crate::schedule::parse_duration;
 
@@ -65,6 +66,12 @@ pub(crate) async fn pgbench_baseline(args: BaselineArgs) -> Result<bool, LoadErr
         .await?
         .users
     };
+    let reach = Reach::open(
+        &args.servers.database_url,
+        args.servers.distance.distance()?,
+        &args.servers.distance,
+    )
+    .await?;
     let mut table = String::from(
         "| strategy | members | clients | pgbench protocol | tps |\n|---|---|---|---|---|\n",
     );
@@ -72,7 +79,7 @@ pub(crate) async fn pgbench_baseline(args: BaselineArgs) -> Result<bool, LoadErr
         for &clients in &args.clients {
             for &strategy in &args.strategies {
                 let spec = baseline::BaselineSpec {
-                    database_url: args.servers.database_url.clone(),
+                    database_url: reach.url(),
                     strategy,
                     members,
                     clients,
@@ -88,6 +95,10 @@ pub(crate) async fn pgbench_baseline(args: BaselineArgs) -> Result<bool, LoadErr
             }
         }
     }
-    let notes = format!("# pgbench baseline\n\n{}\n\n", machine_note());
+    let notes = format!(
+        "# pgbench baseline\n\n{}\n\n{}\n\n",
+        machine_note(),
+        reach.note()
+    );
     write_results(&out, &notes, &table)
 }

@@ -122,8 +122,15 @@ pub(crate) async fn run(args: RunArgs) -> Result<bool, LoadError> {
         &args.name,
     )
     .await;
+    let reach_note = deployed.reach_note();
+    let (db_rtt_ms, db_round_trip_ms) = deployed
+        .reach
+        .as_ref()
+        .map_or((0.0, 0.0), |r| (r.set_rtt_ms(), r.measured_rtt_ms()));
     drop(deployed);
     let mut cell = CellResult {
+        db_rtt_ms,
+        db_round_trip_ms,
         strategy: Choice(args.strategy).to_string(),
         publish_mode: Choice(args.publish_mode).to_string(),
         scenario: scenario_name(&args.scenario),
@@ -141,7 +148,7 @@ pub(crate) async fn run(args: RunArgs) -> Result<bool, LoadError> {
     cell.set_server(&stats, None);
     let cells = vec![cell];
     let notes = format!(
-        "# {}\n\n{}\n\nScenario {}, {} server(s), {:.0} s.\n",
+        "# {}\n\n{}{reach_note}\n\nScenario {}, {} server(s), {:.0} s.\n",
         args.name,
         machine_note(),
         scenario_name(&args.scenario),

@@ -33,6 +33,7 @@ use chatlab_domain::InsertStrategy;
 
 use crate::baseline::{self, uuid_array};
 use crate::fleet::Fleet;
+use crate::reach::Reach;
 use crate::scenario::{Rng, Scenario, SeedAt, SeedSpec, pick_members, seed};
 use crate::schedule::parse_duration;
 
@@ -120,6 +121,13 @@ pub(crate) async fn syncs(args: SyncsArgs) -> Result<bool, LoadError> {
         .await?
         .users
     };
+    let reach = Reach::open(
+        &args.servers.database_url,
+        args.servers.distance.distance()?,
+        &args.servers.distance,
+    )
+    .await?;
+    let url = reach.url();
     let mut tps: Vec<Vec<f64>> = vec![Vec::new(); Sender::ALL.len()];
     for round in 0..args.rounds.max(1) {
         let mut order: Vec<usize> = (0..Sender::ALL.len()).collect();
@@ -128,7 +136,7 @@ pub(crate) async fn syncs(args: SyncsArgs) -> Result<bool, LoadError> {
         }
         for i in order {
             let sender = Sender::ALL[i];
-            let measured = measure(sender, &args, &users, &out).await?;
+            let measured = measure(sender, &args, &url, &users, &out).await?;
             eprintln!("syncs round {}: {:?}: {measured:.0} tps", round + 1, sender);
             tps[i].push(measured);
         }
@@ -146,8 +154,9 @@ pub(crate) async fn syncs(args: SyncsArgs) -> Result<bool, LoadError> {
         ));
     }
     let notes = format!(
-        "# syncs: what one Sync is worth\n\n{}\n\nThe `pipeline` strategy's transaction (BEGIN, the chat, {} members from an array, the system message, COMMIT), straight to PostgreSQL from {} connections for {} per measurement, {} rounds, their order alternating. pgbench runs its prepared protocol; tokio-postgres prepares the statements once per connection.\n\n",
+        "# syncs: what one Sync is worth\n\n{}\n\n{}\n\nThe `pipeline` strategy's transaction (BEGIN, the chat, {} members from an array, the system message, COMMIT), straight to PostgreSQL from {} connections for {} per measurement, {} rounds, their order alternating. pgbench runs its prepared protocol; tokio-postgres prepares the statements once per connection.\n\n",
         machine_note(),
+        reach.note(),
         args.members,
         args.clients,
         humantime::format_duration(args.duration),
@@ -159,10 +168,11 @@ pub(crate) async fn syncs(args: SyncsArgs) -> Result<bool, LoadError> {
 async fn measure(
     sender: Sender,
     args: &SyncsArgs,
+    url: &str,
     users: &[Uuid],
     out: &std::path::Path,
 ) -> Result<f64, LoadError> {
-    let url = args.servers.database_url.clone();
+    let url = url.to_owned();
     match sender {
         Sender::PgbenchPipeline | Sender::PgbenchPlain => {
             let spec = baseline::BaselineSpec {

@@ -318,7 +318,7 @@ pub fn broken_invariants(cell: &CellFigures, fault: Fault, latency_bound: Durati
                 }
             }
         }
-        Fault::DbRestart | Fault::DbStop | Fault::DbTerminate => {
+        Fault::DbRestart | Fault::DbStop | Fault::DbTerminate | Fault::DbBlackhole => {
             if cell.failed_after_recovery > 0 {
                 broken.push(format!(
                     "{} requests failed after service came back",

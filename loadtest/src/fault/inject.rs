@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::LoadError;
 use crate::fleet::{Fleet, send_signal};
+use crate::reach::Reach;
 
 /// Which fault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,6 +20,10 @@ pub enum Fault {
     DbTerminate,
     /// PostgreSQL stopped for the down time, then started.
     DbStop,
+    /// The network to PostgreSQL dead for the down time: the delay hop
+    /// stops forwarding without closing anything (no reset, no FIN), then
+    /// forwards again.
+    DbBlackhole,
     /// The broker killed (SIGKILL) for the down time, then started on its
     /// storage.
     BrokerKill,
@@ -42,6 +47,7 @@ impl Fault {
             Self::DbRestart => "db-restart",
             Self::DbTerminate => "db-terminate",
             Self::DbStop => "db-stop",
+            Self::DbBlackhole => "db-blackhole",
             Self::BrokerKill => "broker-kill",
             Self::BrokerFreeze => "broker-freeze",
             Self::ServerKill => "server-kill",
@@ -60,6 +66,7 @@ impl FromStr for Fault {
             Self::DbRestart,
             Self::DbTerminate,
             Self::DbStop,
+            Self::DbBlackhole,
             Self::BrokerKill,
             Self::BrokerFreeze,
             Self::ServerKill,
@@ -71,8 +78,8 @@ impl FromStr for Fault {
         .find(|f| f.name() == s)
         .ok_or_else(|| {
             format!(
-                "unknown fault {s:?}: db-restart, db-terminate, db-stop, broker-kill, \
-                 broker-freeze, server-kill, server-term, cancel, soak"
+                "unknown fault {s:?}: db-restart, db-terminate, db-stop, db-blackhole, \
+                 broker-kill, broker-freeze, server-kill, server-term, cancel, soak"
             )
         })
     }
@@ -298,6 +305,8 @@ fn spawn_tansu(
 pub struct Targets<'a> {
     /// The database.
     pub database: &'a Database,
+    /// The servers' way to it, through a hop that can blackhole it.
+    pub reach: &'a Reach,
     /// The broker, when the run has one of its own.
     pub broker: Option<&'a mut Broker>,
     /// The chatlab servers (the first one is the fault's target).
@@ -320,6 +329,7 @@ pub async fn inject(
     };
     let Targets {
         database,
+        reach,
         broker,
         fleet,
         client,
@@ -333,6 +343,12 @@ pub async fn inject(
             database.control("stop")?;
             tokio::time::sleep(down).await;
             database.control("start")?;
+            database.wait_answers(Duration::from_secs(60)).await;
+        }
+        Fault::DbBlackhole => {
+            reach.blackhole(true).await?;
+            tokio::time::sleep(down).await;
+            reach.blackhole(false).await?;
             database.wait_answers(Duration::from_secs(60)).await;
         }
         Fault::DbTerminate => {

@@ -27,7 +27,9 @@ use crate::auth::{DEFAULT_ISSUER, Signer};
 use crate::fleet::{Fleet, FleetSpec};
 use crate::scenario::{Scenario, SeedAt, SeedSpec, seed};
 use crate::schedule::parse_duration;
+use crate::reach::{DistanceArgs, Reach};
 use crate::variant::{ServerVariant, parse_kv};
+use chatlab_delay::Distance;
 use checks::Watcher;
 use figures::CellFigures;
 pub use inject::Fault;
@@ -57,6 +59,10 @@ pub struct FaultArgs {
     /// made (the database faults stop and restart it).
     #[arg(long)]
     database_url: String,
+    /// Where PostgreSQL is: straight, or behind a delay hop (db-blackhole
+    /// always puts one in front of it, at this distance or none).
+    #[command(flatten)]
+    distance: DistanceArgs,
     /// The script that stops and starts the private cluster.
     #[arg(long, default_value = "scripts/pg-private.sh")]
     pg_script: PathBuf,
@@ -149,10 +155,19 @@ pub async fn run(args: FaultArgs) -> Result<bool, LoadError> {
         port,
     };
     let deadline = parse_deadline(&args.deadline).map_err(LoadError::Usage)?;
+    // A blackhole needs a hop to stop; at no distance asked, one that adds
+    // none (a microsecond).
+    let distance = args.distance.distance()?.or_else(|| {
+        args.faults.contains(&Fault::DbBlackhole).then_some(Distance {
+            rtt: Duration::from_micros(1),
+            jitter: Duration::ZERO,
+        })
+    });
+    let reach = Reach::open(&args.database_url, distance, &args.distance).await?;
     let mut cells = Vec::new();
     for fault in &args.faults {
         for variant in &args.variants {
-            let cell = run_cell(&args, &client, &db, *fault, variant, deadline).await?;
+            let cell = run_cell(&args, &client, &db, &reach, *fault, variant, deadline).await?;
             let broken = figures::broken_invariants(&cell, *fault, args.latency_bound);
             println!(
                 "{} / {}: {} requests, {} ok, failed {:?}, max wait {} ms: {}",
@@ -175,7 +190,7 @@ pub async fn run(args: FaultArgs) -> Result<bool, LoadError> {
         }
     }
     let table = figures::to_markdown(&cells);
-    let notes = notes(&args, &cells);
+    let notes = format!("{}\n\n{}", reach.note(), notes(&args, &cells));
     let path = args.out.join("table.md");
     std::fs::write(&path, format!("{table}\n{notes}")).map_err(|e| LoadError::file(&path, e))?;
     println!("\n{table}\n{notes}\nwritten to {}", args.out.display());
@@ -190,6 +205,7 @@ async fn run_cell(
     args: &FaultArgs,
     client: &reqwest::Client,
     db: &Database,
+    reach: &Reach,
     fault: Fault,
     variant: &ServerVariant,
     deadline: (Duration, Duration),
@@ -201,7 +217,7 @@ async fn run_cell(
     };
     let mut env = args.env.clone();
     env.extend(variant.env.iter().cloned());
-    env.push(("DATABASE_URL".into(), args.database_url.clone()));
+    env.push(("DATABASE_URL".into(), reach.url()));
     env.push(("CHATLAB_ALLOW_OVERRIDES".into(), "true".into()));
     if let Some(b) = &broker {
         env.push(("KAFKA_BROKERS".into(), b.address.clone()));
@@ -280,6 +296,7 @@ async fn run_cell(
         args.down,
         Targets {
             database: db,
+            reach,
             broker: broker.as_mut(),
             fleet: &mut fleet,
             client,

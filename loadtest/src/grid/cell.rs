@@ -6,10 +6,51 @@ use chatlab_domain::InsertStrategy;
 use crate::choice::Choice;
 use crate::noise::Noise;
 use crate::prom::HistogramSnapshot;
+use crate::reach::Reach;
 use crate::report::CellResult;
 use crate::rounds::RoundFigures;
 use crate::runner::{RunOutcome, VariantOutcome};
 use crate::sampler::ServerStats;
+
+/// What crossed a delay hop during one run: its counters' change and its
+/// CPU (nothing without a hop).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Wire {
+    /// The hop's counters (`None`: no hop).
+    stats: Option<chatlab_delay::Stats>,
+    /// The hop's CPU seconds.
+    cpu_seconds: f64,
+    /// Round trips per second the servers' background work (the outbox
+    /// relay's polls, the marker flusher, the key sweeper) makes when no
+    /// request runs, measured on the idle fleet: taken off a run's count.
+    pub background_per_s: f64,
+}
+
+impl Wire {
+    /// The hop's counters and CPU now.
+    pub async fn read(reach: Option<&Reach>) -> Self {
+        match reach {
+            Some(r) => Self {
+                stats: r.wire().await,
+                cpu_seconds: r.hop_cpu_seconds(),
+                background_per_s: 0.0,
+            },
+            None => Self::default(),
+        }
+    }
+
+    /// What changed since `earlier`.
+    pub fn since(&self, earlier: &Self) -> Self {
+        Self {
+            stats: match (self.stats, earlier.stats) {
+                (Some(now), Some(then)) => Some(now.since(&then)),
+                _ => None,
+            },
+            cpu_seconds: (self.cpu_seconds - earlier.cpu_seconds).max(0.0),
+            background_per_s: self.background_per_s,
+        }
+    }
+}
 
 /// One round of a cell as the grid hands it over: the run it was part of
 /// (several strategies share a run when they are mixed per request), which
@@ -29,6 +70,8 @@ pub struct Measured<'a> {
     pub yardstick_first: bool,
     /// What else the machine did meanwhile.
     pub noise: Noise,
+    /// What crossed the delay hop during the run.
+    pub wire: Wire,
 }
 
 /// A cell's runs so far.
@@ -49,6 +92,12 @@ pub struct Accumulated {
     imbalanced_waits: f64,
     /// Its share of the WAL the runs wrote, split the same way.
     wal_bytes: f64,
+    /// Its share of the round trips on the wire (the hop's flights).
+    flights: f64,
+    /// Its share of the hop's CPU seconds.
+    hop_cpu_seconds: f64,
+    /// Whether every run had a hop to count flights.
+    wire_counted: bool,
     /// Each round's figures.
     pub rounds: Vec<RoundFigures>,
 }
@@ -73,6 +122,10 @@ pub struct Identity {
     pub pool_size: u32,
     /// Rows one request carries, for import scenarios.
     pub rows_per_request: Option<usize>,
+    /// The round-trip time a hop added (0: straight), ms.
+    pub db_rtt_ms: f64,
+    /// The round trip the run's calibration measured, ms.
+    pub db_round_trip_ms: f64,
 }
 
 impl Accumulated {
@@ -100,11 +153,17 @@ impl Accumulated {
                 self.switches += stats.switches.share(share);
                 self.imbalanced_waits += stats.imbalanced_waits * share;
                 self.wal_bytes += stats.wal_bytes * share;
+                if let Some(w) = m.wire.stats {
+                    let background = m.wire.background_per_s * elapsed;
+                    self.flights += (w.flights as f64 - background).max(0.0) * share;
+                }
+                self.hop_cpu_seconds += m.wire.cpu_seconds * share;
                 if v.requests() > 0 {
                     round.cpu_us = stats.cpu_seconds * share * 1e6 / v.requests() as f64;
                 }
             }
         }
+        self.wire_counted = m.wire.stats.is_some() && (self.rounds.is_empty() || self.wire_counted);
         self.rounds.push(round);
         self.elapsed += elapsed;
         self.dropped += outcome.dropped;
@@ -126,6 +185,8 @@ impl Accumulated {
             servers: id.servers,
             pool_size: id.pool_size,
             concurrency_per_server: id.vus as f64 / id.servers.max(1) as f64,
+            db_rtt_ms: id.db_rtt_ms,
+            db_round_trip_ms: id.db_round_trip_ms,
             ..CellResult::default()
         };
         let runs = self.stats.len().max(1) as f64;
@@ -159,6 +220,12 @@ impl Accumulated {
         if !yardsticks.is_empty() {
             cell.pgbench_tps = yardsticks.iter().sum::<f64>() / yardsticks.len() as f64;
             cell.pgbench_ratio = cell.throughput_rps / cell.pgbench_tps;
+        }
+        if cell.requests > 0 {
+            if self.wire_counted {
+                cell.wire_round_trips = self.flights / cell.requests as f64;
+            }
+            cell.hop_cpu_us_per_request = self.hop_cpu_seconds * 1e6 / cell.requests as f64;
         }
         cell.rounds = self.rounds;
         cell.set_intervals();

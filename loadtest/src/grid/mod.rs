@@ -1,6 +1,6 @@
 //! The grid engine behind `chatlab-load matrix` (and `make demo`): cells
-//! over server variant × pool size × scenario × members × VUs × publish
-//! mode × strategy, each run in rounds, each round of a createChat cell
+//! over server variant × pool size × database distance × scenario ×
+//! members × VUs × publish mode × strategy, each run in rounds, each round of a createChat cell
 //! beside its yardstick (pgbench on the same SQL), every round kept apart
 //! so that each figure gets an interval and each comparison a paired ratio.
 //!
@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use chatlab_delay::Distance;
 use chatlab_domain::{InsertStrategy, PublishMode};
 
 use crate::charts;
@@ -26,6 +27,7 @@ use crate::fleet::{External, Fleet, FleetSpec};
 use crate::measure::{Watched, closed, measure, scenario_name, variants_for};
 use crate::noise::NoiseProbe;
 use crate::otlp_sink::{OtlpSink, SinkCounts};
+use crate::reach::{DistanceArgs, Reach};
 use crate::report::CellResult;
 use crate::runner::{self, Model, RunOutcome};
 use crate::sampler::{self, ServerStats};
@@ -34,7 +36,7 @@ use crate::variant::ServerVariant;
 use crate::verdict;
 use crate::wal::WalProbe;
 
-use cell::{Accumulated, Identity, Measured};
+use cell::{Accumulated, Identity, Measured, Wire};
 use schedule::{Rounds, Stopped, in_round_order};
 use yardstick::Yardstick;
 
@@ -66,6 +68,14 @@ pub struct GridSpec {
     pub publish_modes: Vec<Choice<PublishMode>>,
     /// Pool sizes (restart spawned servers with each; `0` keeps theirs).
     pub pool_sizes: Vec<u32>,
+    /// PostgreSQL, straight: where spawned servers and pgbench connect,
+    /// through a delay hop at each distance that asks for one.
+    pub database_url: String,
+    /// The distances of PostgreSQL to run at (`None`: straight); spawned
+    /// servers restart with each, behind a hop of its own.
+    pub distances: Vec<Option<Distance>>,
+    /// How hops start and are calibrated.
+    pub distance_args: DistanceArgs,
     /// Length of each cell's run in a round.
     pub duration: Duration,
     /// Unmeasured load before the cells of each fleet.
@@ -102,14 +112,18 @@ pub struct GridOutcome {
     /// Why each point (or, with several fleets, the whole grid) stopped
     /// adding rounds, with its name.
     pub stopped: Vec<(String, Stopped)>,
+    /// Where PostgreSQL was at each distance, as its calibration measured.
+    pub reach_notes: Vec<String>,
 }
 
-/// A cell's identity: the fleet it ran on (server variant and pool size)
-/// and what its requests sent. Ordered as the spec lists its dimensions.
+/// A cell's identity: the fleet it ran on (server variant, pool size and
+/// the database's distance) and what its requests sent. Ordered as the
+/// spec lists its dimensions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct Key {
     variant: usize,
     pool: u32,
+    distance: usize,
     scenario: usize,
     members: usize,
     vus: usize,
@@ -142,14 +156,28 @@ impl Key {
     }
 }
 
-/// The servers of one (variant, pool size) pair, seeded and warmed up.
+/// One start of servers: which variant, pool size and distance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FleetId {
+    variant: usize,
+    pool: u32,
+    distance: usize,
+}
+
+/// The servers of one fleet, seeded and warmed up, and PostgreSQL as they
+/// reach it.
 struct FleetUnderTest {
     /// Spawned servers (stopped when dropped); `None` for external ones.
     fleet: Option<Fleet>,
+    /// PostgreSQL through its hop, or straight (`None`: external servers,
+    /// whose database is theirs to know).
+    reach: Option<Reach>,
     watched: Watched,
     seeded: Seeded,
     /// The pool size the servers run with (0: unknown).
     pool_in_effect: u32,
+    /// Round trips per second through the hop with no request running.
+    background_per_s: f64,
 }
 
 /// A grid being run: its spec and what it has measured so far.
@@ -160,6 +188,10 @@ struct GridRun<'a> {
     acc: BTreeMap<Key, Accumulated>,
     wal: Option<WalProbe>,
     server_count: usize,
+    /// Per distance, the round trip its calibration measured, ms.
+    measured_rtt_ms: BTreeMap<usize, f64>,
+    /// Per distance, what its reach said of itself, for results.md.
+    reach_notes: BTreeMap<usize, String>,
     sink_counts: Vec<SinkCounts>,
     stopped: Vec<(String, Stopped)>,
 }
@@ -181,11 +213,22 @@ pub async fn run_grid(
         acc: BTreeMap::new(),
         wal,
         server_count: 0,
+        measured_rtt_ms: BTreeMap::new(),
+        reach_notes: BTreeMap::new(),
         sink_counts: vec![SinkCounts::default(); spec.variants.len()],
         stopped: Vec::new(),
     };
-    let fleets: Vec<(usize, u32)> = (0..spec.variants.len())
-        .flat_map(|v| spec.pool_sizes.iter().map(move |&p| (v, p)))
+    let distances = spec.distances.len().max(1);
+    let fleets: Vec<FleetId> = (0..spec.variants.len())
+        .flat_map(|variant| {
+            spec.pool_sizes.iter().flat_map(move |&pool| {
+                (0..distances).map(move |distance| FleetId {
+                    variant,
+                    pool,
+                    distance,
+                })
+            })
+        })
         .collect();
     match fleets.as_slice() {
         [one] => run.one_fleet(*one).await?,
@@ -200,17 +243,17 @@ pub async fn run_grid(
         cells,
         sink_counts: run.sink_counts,
         stopped: run.stopped,
+        reach_notes: run.reach_notes.into_values().collect(),
     })
 }
 
 impl GridRun<'_> {
     /// One fleet, started once: each point runs its rounds in a row, as
     /// many as [`Rounds`] asks, with an equal share of any time budget left.
-    async fn one_fleet(&mut self, (variant, pool): (usize, u32)) -> Result<(), LoadError> {
+    async fn one_fleet(&mut self, id: FleetId) -> Result<(), LoadError> {
         let started = Instant::now();
         let before = self.sink.map(OtlpSink::counts);
-        let under_test = start_fleet(self.client, self.spec, variant, pool).await?;
-        self.server_count = under_test.watched.targets.len();
+        let under_test = self.start(id).await?;
         let points = points(self.spec);
         for (i, &point) in points.iter().enumerate() {
             let rounds = Rounds {
@@ -230,19 +273,30 @@ impl GridRun<'_> {
                     break;
                 }
                 let round_started = Instant::now();
-                self.run_point(&under_test, variant, pool, point, done)
-                    .await?;
+                self.run_point(&under_test, id, point, done).await?;
                 last = round_started.elapsed();
                 done += 1;
             }
         }
-        self.stop_fleet(under_test, variant, before).await;
+        self.stop_fleet(under_test, id.variant, before).await;
         Ok(())
+    }
+
+    /// Starts a fleet, and records where its PostgreSQL was.
+    async fn start(&mut self, id: FleetId) -> Result<FleetUnderTest, LoadError> {
+        let under_test = start_fleet(self.client, self.spec, id).await?;
+        self.server_count = under_test.watched.targets.len();
+        if let Some(reach) = &under_test.reach {
+            self.measured_rtt_ms
+                .insert(id.distance, reach.measured_rtt_ms());
+            self.reach_notes.insert(id.distance, reach.note());
+        }
+        Ok(under_test)
     }
 
     /// Several fleets: every round starts each again, in alternating
     /// order, and runs every point once.
-    async fn alternating_fleets(&mut self, fleets: &[(usize, u32)]) -> Result<(), LoadError> {
+    async fn alternating_fleets(&mut self, fleets: &[FleetId]) -> Result<(), LoadError> {
         let started = Instant::now();
         let (mut done, mut last) = (0, Duration::ZERO);
         loop {
@@ -256,15 +310,13 @@ impl GridRun<'_> {
                 return Ok(());
             }
             let round_started = Instant::now();
-            for (variant, pool) in in_round_order(fleets, done) {
+            for id in in_round_order(fleets, done) {
                 let before = self.sink.map(OtlpSink::counts);
-                let under_test = start_fleet(self.client, self.spec, variant, pool).await?;
-                self.server_count = under_test.watched.targets.len();
+                let under_test = self.start(id).await?;
                 for point in points(self.spec) {
-                    self.run_point(&under_test, variant, pool, point, done)
-                        .await?;
+                    self.run_point(&under_test, id, point, done).await?;
                 }
-                self.stop_fleet(under_test, variant, before).await;
+                self.stop_fleet(under_test, id.variant, before).await;
             }
             last = round_started.elapsed();
             done += 1;
@@ -290,8 +342,7 @@ impl GridRun<'_> {
     async fn run_point(
         &mut self,
         under_test: &FleetUnderTest,
-        variant: usize,
-        pool: u32,
+        id: FleetId,
         point: Point,
         round: usize,
     ) -> Result<(), LoadError> {
@@ -300,13 +351,14 @@ impl GridRun<'_> {
             let probe = NoiseProbe::start();
             let mut tps = Vec::new();
             if first {
-                tps = self.yardsticks(under_test, point, &strategies).await?;
+                tps = self.yardsticks(under_test, id, point, &strategies).await?;
             }
-            let label = run_label(self.spec, variant, pool, point, &strategies, round);
+            let label = run_label(self.spec, id, point, &strategies, round);
             let before = match &self.wal {
                 Some(wal) => wal.position().await,
                 None => None,
             };
+            let wire_before = Wire::read(under_test.reach.as_ref()).await;
             let mut measured = measure_point(
                 self.client,
                 self.spec,
@@ -316,33 +368,21 @@ impl GridRun<'_> {
                 &label,
             )
             .await;
+            let mut wire = Wire::read(under_test.reach.as_ref())
+                .await
+                .since(&wire_before);
+            wire.background_per_s = under_test.background_per_s;
             if let (Some(wal), Some(before)) = (&self.wal, before)
                 && let Some(after) = wal.position().await
             {
                 measured.1.wal_bytes = after.saturating_sub(before) as f64;
             }
             if !first {
-                tps = self.yardsticks(under_test, point, &strategies).await?;
+                tps = self.yardsticks(under_test, id, point, &strategies).await?;
             }
             let noise = probe.finish();
             for (i, &strategy) in strategies.iter().enumerate() {
-                let strategy_index = self
-                    .spec
-                    .strategies
-                    .iter()
-                    .position(|&s| s == strategy)
-                    .unwrap_or(0);
-                let key = Key {
-                    variant,
-                    pool,
-                    scenario: point.scenario,
-                    members: point.members,
-                    vus: point.vus,
-                    mode_index: point.mode_index,
-                    strategy_index,
-                    mode: point.mode,
-                    strategy,
-                };
+                let key = self.key(id, point, strategy);
                 self.acc.entry(key).or_default().add(Measured {
                     run: &measured,
                     index: i,
@@ -351,6 +391,7 @@ impl GridRun<'_> {
                     pgbench_tps: tps.get(i).copied().flatten(),
                     yardstick_first: first,
                     noise: noise.clone(),
+                    wire,
                 });
             }
         }
@@ -362,6 +403,7 @@ impl GridRun<'_> {
     async fn yardsticks(
         &self,
         under_test: &FleetUnderTest,
+        id: FleetId,
         point: Point,
         strategies: &[Choice<InsertStrategy>],
     ) -> Result<Vec<Option<f64>>, LoadError> {
@@ -376,18 +418,58 @@ impl GridRun<'_> {
             under_test.pool_in_effect,
             under_test.watched.targets.len(),
         );
+        let url = under_test
+            .reach
+            .as_ref()
+            .map_or_else(|| self.spec.database_url.clone(), Reach::url);
         let mut out = Vec::with_capacity(strategies.len());
-        for strategy in strategies {
+        for &strategy in strategies {
+            // Long enough for a few transactions where one takes seconds
+            // (per_row at a distance): twice the cell's last p95.
+            let slowest = self
+                .acc
+                .get(&self.key(id, point, strategy))
+                .and_then(|a| a.rounds.last())
+                .map_or(0.0, |r| 2.0 * r.p95_ms / 1e3);
+            let duration = self.spec.duration.max(Duration::from_secs_f64(slowest));
             out.push(match strategy.named() {
                 Some(s) => {
                     yardstick
-                        .measure(s, point.members, clients, &under_test.seeded.users)
+                        .measure(
+                            &url,
+                            s,
+                            point.members,
+                            clients,
+                            &under_test.seeded.users,
+                            duration,
+                        )
                         .await?
                 }
                 None => None,
             });
         }
         Ok(out)
+    }
+
+    /// The key of `strategy`'s cell at `point` on fleet `id`.
+    fn key(&self, id: FleetId, point: Point, strategy: Choice<InsertStrategy>) -> Key {
+        Key {
+            variant: id.variant,
+            pool: id.pool,
+            distance: id.distance,
+            scenario: point.scenario,
+            members: point.members,
+            vus: point.vus,
+            mode_index: point.mode_index,
+            strategy_index: self
+                .spec
+                .strategies
+                .iter()
+                .position(|&s| s == strategy)
+                .unwrap_or(0),
+            mode: point.mode,
+            strategy,
+        }
     }
 
     /// The widest interval of the ratios among the cells `keep` selects
@@ -406,6 +488,7 @@ impl GridRun<'_> {
                 (c.server, c.strategy, c.publish_mode, c.scenario) =
                     (id.server, id.strategy, id.publish_mode, id.scenario);
                 (c.members, c.vus, c.pool_size) = (id.members, id.vus, id.pool_size);
+                c.db_rtt_ms = id.db_rtt_ms;
                 c
             })
             .collect();
@@ -425,6 +508,18 @@ impl GridRun<'_> {
             servers: self.server_count,
             pool_size: key.pool,
             rows_per_request: scenario.rows_per_request(),
+            db_rtt_ms: self
+                .spec
+                .distances
+                .get(key.distance)
+                .copied()
+                .flatten()
+                .map_or(0.0, |d| d.rtt.as_secs_f64() * 1e3),
+            db_round_trip_ms: self
+                .measured_rtt_ms
+                .get(&key.distance)
+                .copied()
+                .unwrap_or(0.0),
         }
     }
 
@@ -442,16 +537,17 @@ impl GridRun<'_> {
 /// Chats seeded per size for the scenarios that post or read.
 const SEEDED_CHATS: usize = 50;
 
-/// Starts (or takes) the servers of `variant` at pool size `pool`, seeds
-/// them, and runs the warm-up.
+/// Starts (or takes) the servers of fleet `id`, behind a hop at its
+/// distance, seeds them, and runs the warm-up.
 async fn start_fleet(
     client: &reqwest::Client,
     spec: &GridSpec,
-    variant: usize,
-    pool: u32,
+    id: FleetId,
 ) -> Result<FleetUnderTest, LoadError> {
-    let (fleet, targets, ops, pids, signer) = match &spec.servers {
+    let FleetId { variant, pool, .. } = id;
+    let (fleet, reach, targets, ops, pids, signer) = match &spec.servers {
         Servers::External(external) => (
+            None,
             None,
             external.targets.clone(),
             external.ops.clone(),
@@ -459,14 +555,16 @@ async fn start_fleet(
             external.signer.clone(),
         ),
         Servers::Spawn(fleet_spec) => {
-            let mut fs = fleet_spec.clone();
+            let distance = spec.distances.get(id.distance).copied().flatten();
+            let reach = Reach::open(&spec.database_url, distance, &spec.distance_args).await?;
+            let mut fs = fleet_spec.clone().with_database_url(&reach.url());
             fs.env.extend(spec.variants[variant].env.iter().cloned());
             if pool > 0 {
                 fs.env.push(("DB_POOL_MAX_SIZE".into(), pool.to_string()));
             }
             let fleet = Fleet::start(&fs, client).await?;
             let (urls, ops, pids) = (fleet.urls(), fleet.ops_urls(), fleet.pids());
-            (Some(fleet), urls, ops, pids, fs.signer.clone())
+            (Some(fleet), Some(reach), urls, ops, pids, fs.signer.clone())
         }
     };
     // A spawned server left at its default pool sizes it as this machine's
@@ -529,8 +627,11 @@ async fn start_fleet(
         )
         .await;
     }
+    let background_per_s = background_round_trips(reach.as_ref()).await;
     Ok(FleetUnderTest {
         fleet,
+        reach,
+        background_per_s,
         watched: Watched {
             targets,
             ops,
@@ -540,6 +641,21 @@ async fn start_fleet(
         seeded,
         pool_in_effect,
     })
+}
+
+/// Round trips per second through `reach`'s hop while nothing but the
+/// servers' background work runs (over a second, after the warm-up).
+async fn background_round_trips(reach: Option<&Reach>) -> f64 {
+    let Some(reach) = reach else {
+        return 0.0;
+    };
+    let idle = Duration::from_secs(1);
+    let before = reach.wire().await;
+    tokio::time::sleep(idle).await;
+    match (before, reach.wire().await) {
+        (Some(before), Some(after)) => after.since(&before).flights as f64 / idle.as_secs_f64(),
+        _ => 0.0,
+    }
 }
 
 /// Every point of the grid, in the spec's order.
@@ -578,16 +694,20 @@ fn runs_of_round(spec: &GridSpec, round: usize) -> Vec<Vec<Choice<InsertStrategy
 
 fn run_label(
     spec: &GridSpec,
-    variant: usize,
-    pool: u32,
+    id: FleetId,
     point: Point,
     strategies: &[Choice<InsertStrategy>],
     round: usize,
 ) -> String {
     let strategies: Vec<String> = strategies.iter().map(Choice::to_string).collect();
+    let distance = match spec.distances.get(id.distance).copied().flatten() {
+        Some(d) => format!(" db {d}"),
+        None => String::new(),
+    };
     format!(
-        "{} pool={pool} {} m={} vus={} {} {} r{}",
-        spec.variants[variant].name,
+        "{} pool={}{distance} {} m={} vus={} {} {} r{}",
+        spec.variants[id.variant].name,
+        id.pool,
         scenario_name(&spec.scenarios[point.scenario]),
         point.members,
         point.vus,
@@ -662,6 +782,14 @@ mod tests {
             vus: vec![20],
             publish_modes: vec!["off".parse().unwrap()],
             pool_sizes: vec![0],
+            database_url: "postgres://postgres@127.0.0.1:5432/x".into(),
+            distances: vec![None],
+            distance_args: crate::reach::DistanceArgs {
+                db_rtt: None,
+                db_jitter: String::new(),
+                delay_bin: "chatlab-delay".into(),
+                calibrate_for: Duration::from_secs(1),
+            },
             duration: Duration::from_secs(1),
             warmup: Duration::ZERO,
             rounds: Rounds {
@@ -709,6 +837,7 @@ mod tests {
         let key = Key {
             variant: 0,
             pool: 0,
+            distance: 0,
             scenario: 0,
             members: 50,
             vus: 20,

@@ -16,10 +16,6 @@ use crate::error::LoadError;
 /// What pgbench needs for every cell of a grid.
 #[derive(Debug, Clone)]
 pub struct Yardstick {
-    /// chatlab's database, where pgbench writes.
-    pub database_url: String,
-    /// How long each pgbench run lasts (whole seconds, at least one).
-    pub duration: Duration,
     /// Where the scripts go.
     pub work_dir: PathBuf,
 }
@@ -37,25 +33,29 @@ impl Yardstick {
         vus.min(cap).max(1)
     }
 
-    /// pgbench's tps on `strategy`'s SQL with `members` per chat (drawn from
-    /// `users`) and `clients` clients. `copy` has no pgbench form (a script
-    /// cannot send COPY data): `Ok(None)`.
+    /// pgbench's tps on `strategy`'s SQL at `database_url` (the cell's
+    /// database, through its hop when there is one) with `members` per
+    /// chat (drawn from `users`) and `clients` clients, for `duration`
+    /// (whole seconds, at least one). `copy` has no
+    /// pgbench form (a script cannot send COPY data): `Ok(None)`.
     pub async fn measure(
         &self,
+        database_url: &str,
         strategy: InsertStrategy,
         members: usize,
         clients: usize,
         users: &[Uuid],
+        duration: Duration,
     ) -> Result<Option<f64>, LoadError> {
         if strategy == InsertStrategy::Copy {
             return Ok(None);
         }
         let spec = BaselineSpec {
-            database_url: self.database_url.clone(),
+            database_url: database_url.to_owned(),
             strategy,
             members,
             clients,
-            duration: self.duration,
+            duration,
             users: users.to_vec(),
             work_dir: self.work_dir.clone(),
         };
