@@ -2,7 +2,8 @@
 # Runs the workspace's tests on the async driver (and the default pool
 # layout, per_worker), then the repository and HTTP suites again on the
 # blocking driver and the shared layout (CHATLAB_TEST_DB_DRIVER=blocking,
-# CHATLAB_TEST_POOL_LAYOUT=shared);
+# CHATLAB_TEST_POOL_LAYOUT=shared), then the repository suite once through
+# PgBouncer in transaction mode (CHATLAB_TEST_POOLER);
 # every test binary runs even after one fails. Closes with one total line,
 # "tests: N passed, N failed, N skipped" (ignored tests count as skipped),
 # summed over every test binary of both runs.
@@ -37,6 +38,22 @@ while read -r dir exe; do
     (cd "$dir" && CHATLAB_TEST_DB_DRIVER=blocking CHATLAB_TEST_POOL_LAYOUT=shared "$exe" "$@") 2>&1 | tee -a "$log"
     [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 done <<<"$suites"
+echo "== the repository suite through PgBouncer (transaction pooling): blocking driver, no statement cache, no session SETs" | tee -a "$log"
+# What a fleet behind a transaction pooler runs (docs/operations.md,
+# "PgBouncer"): Debian's PgBouncer (1.18) in front of the test server, the
+# suite's pools connecting through it, its databases made and checked
+# straight. The async driver cannot run behind 1.18 in transaction mode (it
+# prepares named statements in a Sync of their own), which the docs say.
+pooler_port=$(scripts/pgbouncer.sh start 0 --mode transaction --pool 20) || status=1
+if [[ -n "${pooler_port:-}" ]]; then
+    while read -r dir exe; do
+        [[ "$exe" == */repository-* ]] || continue
+        echo "     Running $exe (through PgBouncer on $pooler_port)" | tee -a "$log"
+        (cd "$dir" && CHATLAB_TEST_DB_DRIVER=blocking CHATLAB_TEST_POOLER="127.0.0.1:$pooler_port" "$exe" "$@") 2>&1 | tee -a "$log"
+        [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+    done <<<"$suites"
+    scripts/pgbouncer.sh stop "$pooler_port"
+fi
 awk '/^test result:/ {
         for (i = 1; i <= NF; i++) {
             if ($(i+1) ~ /^passed/) p += $i

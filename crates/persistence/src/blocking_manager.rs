@@ -14,20 +14,26 @@ use diesel::{ConnectionError, ConnectionResult};
 use crate::config::Recycle;
 use crate::connect_failures::ConnectFailures;
 use crate::pool_metrics::{PoolMetrics, secs};
+use crate::session_settings::Setup;
 
-/// Opens a blocking connection and applies the session settings, in one
-/// extra round trip.
-pub(crate) fn connect_blocking(url: &str, set_sql: &str) -> ConnectionResult<PgConnection> {
+/// Opens a blocking connection and sets it up: its session settings (one
+/// extra round trip), and its statement cache off where the setup says so.
+pub(crate) fn connect_blocking(url: &str, setup: &Setup) -> ConnectionResult<PgConnection> {
     let mut conn = PgConnection::establish(url)?;
-    conn.batch_execute(set_sql)
-        .map_err(|e| ConnectionError::BadConnection(format!("session settings: {e}")))?;
+    if !setup.statement_cache {
+        conn.set_prepared_statement_cache_size(diesel::connection::CacheSize::Disabled);
+    }
+    if !setup.sql.is_empty() {
+        conn.batch_execute(&setup.sql)
+            .map_err(|e| ConnectionError::BadConnection(format!("session settings: {e}")))?;
+    }
     Ok(conn)
 }
 
 /// r2d2's manager for blocking connections.
 pub struct BlockingManager {
     url: String,
-    set_sql: String,
+    setup: Setup,
     recycle: Recycle,
     metrics: Arc<PoolMetrics>,
     failures: ConnectFailures,
@@ -36,14 +42,14 @@ pub struct BlockingManager {
 impl BlockingManager {
     pub(crate) fn new(
         url: String,
-        set_sql: String,
+        setup: Setup,
         recycle: Recycle,
         metrics: Arc<PoolMetrics>,
         failures: ConnectFailures,
     ) -> Self {
         Self {
             url,
-            set_sql,
+            setup,
             recycle,
             metrics,
             failures,
@@ -57,7 +63,7 @@ impl r2d2::ManageConnection for BlockingManager {
 
     fn connect(&self) -> Result<PgConnection, BlockingConnectError> {
         let started = Instant::now();
-        let conn = connect_blocking(&self.url, &self.set_sql);
+        let conn = connect_blocking(&self.url, &self.setup);
         self.metrics.create_time.observe(secs(started.elapsed()));
         conn.map_err(|e| {
             self.metrics.open_failures.inc();

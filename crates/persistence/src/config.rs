@@ -157,6 +157,17 @@ pub struct SessionSettings {
     pub lock_timeout: Duration,
     /// `idle_in_transaction_session_timeout`; zero disables it.
     pub idle_in_transaction_timeout: Duration,
+    /// Send the settings above (and `lc_messages`) as `SET`s when a
+    /// connection opens. Off behind a transaction pooler (PgBouncer's
+    /// `pool_mode = transaction`), where a `SET` lands on whichever server
+    /// connection ran it and stays there for its next client: set them on
+    /// the role or database there instead.
+    pub apply_on_connect: bool,
+    /// Keep each connection's statements prepared (a round trip saved per
+    /// statement). Off behind a transaction pooler that does not track
+    /// prepared statements (PgBouncer before 1.21), where a statement
+    /// prepared on one server connection is unknown on the next.
+    pub statement_cache: bool,
 }
 
 impl Default for SessionSettings {
@@ -166,6 +177,8 @@ impl Default for SessionSettings {
             statement_timeout: Duration::from_secs(30),
             lock_timeout: Duration::from_secs(5),
             idle_in_transaction_timeout: Duration::from_secs(60),
+            apply_on_connect: true,
+            statement_cache: true,
         }
     }
 }

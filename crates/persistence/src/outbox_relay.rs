@@ -51,7 +51,7 @@ use chatlab_domain::{Event, EventPublisher, PublishError, PublishMode};
 
 use crate::config::SessionSettings;
 use crate::queries::RELAY_LOCK_CLASS;
-use crate::session_settings::{connect, set_statements};
+use crate::session_settings::{Setup, connect};
 
 /// How the relay runs.
 #[derive(Debug, Clone)]
@@ -136,7 +136,7 @@ impl OutboxMetrics {
 /// The relay of one process.
 pub struct OutboxRelay {
     url: SecretString,
-    session_sql: String,
+    setup: Setup,
     publisher: Arc<dyn EventPublisher>,
     wakeup: Arc<Notify>,
     metrics: OutboxMetrics,
@@ -297,7 +297,7 @@ impl OutboxRelay {
         session.application_name = format!("{}-outbox-relay", session.application_name);
         Self {
             url,
-            session_sql: set_statements(&session),
+            setup: Setup::of(&session),
             publisher,
             wakeup,
             metrics,
@@ -320,7 +320,7 @@ impl OutboxRelay {
             while !stop.is_cancelled() {
                 let c = match conn.as_mut() {
                     Some(c) => c,
-                    None => match connect(self.url.expose_secret(), &self.session_sql).await {
+                    None => match connect(self.url.expose_secret(), &self.setup).await {
                         Ok(c) => conn.insert(c),
                         Err(e) => {
                             warn!(error = %e, "outbox relay cannot connect; retrying");

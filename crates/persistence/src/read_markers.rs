@@ -36,7 +36,7 @@ use crate::queries::{
     CompactReadMarkerLog, Compacted, FLUSH_LOCK_CLASS, FlagInboxRead, FlushReadMarkers,
     MarkerColumns,
 };
-use crate::session_settings::{connect, set_statements};
+use crate::session_settings::{Setup, connect};
 
 /// One member's held marker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -228,7 +228,7 @@ impl ReadMarkers {
 /// own, opened when first needed and again after a failure.
 pub struct MarkerFlusher {
     url: SecretString,
-    session_sql: String,
+    setup: Setup,
     markers: Arc<ReadMarkers>,
     conn: Option<AsyncPgConnection>,
 }
@@ -248,7 +248,7 @@ impl MarkerFlusher {
         session.application_name = format!("{}-read-markers", session.application_name);
         Self {
             url,
-            session_sql: set_statements(&session),
+            setup: Setup::of(&session),
             markers,
             conn: None,
         }
@@ -323,7 +323,7 @@ impl MarkerFlusher {
         match self.conn {
             Some(ref mut conn) => Ok(conn),
             None => Ok(self.conn.insert(
-                connect(self.url.expose_secret(), &self.session_sql)
+                connect(self.url.expose_secret(), &self.setup)
                     .await
                     .map_err(|e| PersistenceError::Connect(Box::new(e)))?,
             )),

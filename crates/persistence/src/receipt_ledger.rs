@@ -27,7 +27,7 @@ use uuid::Uuid;
 use chatlab_domain::AckedEvent;
 
 use crate::config::SessionSettings;
-use crate::session_settings::{connect, set_statements};
+use crate::session_settings::{Setup, connect};
 
 /// How the ledger runs.
 #[derive(Debug, Clone)]
@@ -98,7 +98,7 @@ impl LedgerMetrics {
 /// The ledger of one process.
 pub struct ReceiptLedger {
     url: SecretString,
-    session_sql: String,
+    setup: Setup,
     receipts: mpsc::Receiver<AckedEvent>,
     metrics: LedgerMetrics,
     settings: LedgerSettings,
@@ -126,7 +126,7 @@ impl ReceiptLedger {
         session.application_name = format!("{}-receipt-ledger", session.application_name);
         Self {
             url,
-            session_sql: set_statements(&session),
+            setup: Setup::of(&session),
             receipts,
             metrics,
             settings,
@@ -194,7 +194,7 @@ impl ReceiptLedger {
         while !buffer.is_empty() {
             let c = match conn.as_mut() {
                 Some(c) => c,
-                None => match connect(self.url.expose_secret(), &self.session_sql).await {
+                None => match connect(self.url.expose_secret(), &self.setup).await {
                     Ok(c) => conn.insert(c),
                     Err(e) => {
                         debug!(error = %e, "receipt ledger cannot connect");

@@ -13,6 +13,29 @@ use crate::config::{Recycle, SessionSettings};
 use crate::connect_failures::ConnectFailures;
 use crate::pool_metrics::{PoolMetrics, secs};
 
+/// What every new connection gets right after it opens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Setup {
+    /// The session's `SET` statements, one batch (empty: none are sent).
+    pub(crate) sql: String,
+    /// Whether the driver keeps its statements prepared on the connection.
+    pub(crate) statement_cache: bool,
+}
+
+impl Setup {
+    /// The setup `settings` ask for.
+    pub(crate) fn of(settings: &SessionSettings) -> Self {
+        Self {
+            sql: if settings.apply_on_connect {
+                set_statements(settings)
+            } else {
+                String::new()
+            },
+            statement_cache: settings.statement_cache,
+        }
+    }
+}
+
 /// The `SET` statements for `settings`, as one batch.
 ///
 /// It also pins the session's message language to English (`lc_messages`
@@ -22,7 +45,7 @@ use crate::pool_metrics::{PoolMetrics, secs};
 /// message text, and a server whose `lc_messages` is another language
 /// would turn a statement timeout into a 500. A role that may not set it
 /// keeps the server's language, and the session opens all the same.
-pub(crate) fn set_statements(settings: &SessionSettings) -> String {
+fn set_statements(settings: &SessionSettings) -> String {
     let quoted = settings.application_name.replace('\'', "''");
     format!(
         "SET application_name = '{quoted}'; SET statement_timeout = {}; \
@@ -56,12 +79,21 @@ fn closed_socket_check(conn: &mut AsyncPgConnection) -> BoxFuture<'_, diesel::Qu
     std::future::ready(result).boxed()
 }
 
-/// Opens a connection and applies the session settings.
-pub(crate) async fn connect(url: &str, set_sql: &str) -> ConnectionResult<AsyncPgConnection> {
+/// Opens a connection and sets it up: its session settings, and its
+/// statement cache off where the setup says so.
+pub(crate) async fn connect(url: &str, setup: &Setup) -> ConnectionResult<AsyncPgConnection> {
     let mut conn = AsyncPgConnection::establish(url).await?;
-    conn.batch_execute(set_sql)
-        .await
-        .map_err(|e| diesel::ConnectionError::BadConnection(format!("session settings: {e}")))?;
+    if !setup.statement_cache {
+        diesel_async::AsyncConnection::set_prepared_statement_cache_size(
+            &mut conn,
+            diesel::connection::CacheSize::Disabled,
+        );
+    }
+    if !setup.sql.is_empty() {
+        conn.batch_execute(&setup.sql).await.map_err(|e| {
+            diesel::ConnectionError::BadConnection(format!("session settings: {e}"))
+        })?;
+    }
     Ok(conn)
 }
 
@@ -72,7 +104,7 @@ pub(crate) fn manager_config(
     metrics: std::sync::Arc<PoolMetrics>,
     failures: ConnectFailures,
 ) -> ManagerConfig<AsyncPgConnection> {
-    let set_sql = set_statements(settings);
+    let setup = Setup::of(settings);
     let mut config = ManagerConfig::default();
     config.recycling_method = match recycle {
         Recycle::Fast => RecyclingMethod::CustomFunction(Box::new(closed_socket_check)),
@@ -80,12 +112,12 @@ pub(crate) fn manager_config(
     };
     config.custom_setup = Box::new(
         move |url: &str| -> BoxFuture<'_, ConnectionResult<AsyncPgConnection>> {
-            let set_sql = set_sql.clone();
+            let setup = setup.clone();
             let metrics = metrics.clone();
             let failures = failures.clone();
             async move {
                 let started = Instant::now();
-                let conn = connect(url, &set_sql).await;
+                let conn = connect(url, &setup).await;
                 metrics.create_time.observe(secs(started.elapsed()));
                 if let Err(e) = &conn {
                     metrics.open_failures.inc();
@@ -108,16 +140,31 @@ mod tests {
 
     #[test]
     fn settings_render_in_milliseconds_and_quote_the_name() {
-        let sql = set_statements(&SessionSettings {
+        let settings = SessionSettings {
             application_name: "it's".into(),
             statement_timeout: Duration::from_secs(2),
             lock_timeout: Duration::from_millis(250),
             idle_in_transaction_timeout: Duration::ZERO,
-        });
+            ..SessionSettings::default()
+        };
+        let setup = Setup::of(&settings);
+        let sql = &setup.sql;
         assert!(sql.contains("application_name = 'it''s'"));
         assert!(sql.contains("statement_timeout = 2000;"));
         assert!(sql.contains("lock_timeout = 250;"));
         assert!(sql.contains("idle_in_transaction_session_timeout = 0;"));
         assert!(sql.contains("set_config('lc_messages', 'C', false)"));
+        assert!(setup.statement_cache);
+    }
+
+    #[test]
+    fn behind_a_transaction_pooler_nothing_is_set_and_nothing_is_cached() {
+        let setup = Setup::of(&SessionSettings {
+            apply_on_connect: false,
+            statement_cache: false,
+            ..SessionSettings::default()
+        });
+        assert_eq!(setup.sql, "");
+        assert!(!setup.statement_cache);
     }
 }

@@ -88,13 +88,24 @@ impl TestDb {
     }
 
     /// chatlab's defaults pointed at this database, with a short acquire
-    /// timeout so a leaked connection fails a test quickly.
+    /// timeout so a leaked connection fails a test quickly. Under
+    /// `CHATLAB_TEST_POOLER` ([`pooler`]) the pool connects through the
+    /// pooler, with the settings a transaction pooler needs (no session
+    /// `SET`s, no prepared-statement cache); everything else of the test
+    /// (creating the database, its assertions) goes straight to PostgreSQL.
     pub fn config(&self) -> DbConfig {
-        let mut config = DbConfig::with_url(self.url.clone());
+        let mut config = DbConfig::with_url(match pooler() {
+            Some(at) => through(&self.url, &at),
+            None => self.url.clone(),
+        });
         config.driver = driver();
         config.layout = layout();
         config.pool_max_size = 4;
         config.acquire_timeout = Duration::from_secs(10);
+        if pooler().is_some() {
+            config.session.apply_on_connect = false;
+            config.session.statement_cache = false;
+        }
         config
     }
 
@@ -297,6 +308,28 @@ pub fn strategies() -> Vec<chatlab_domain::InsertStrategy> {
         .collect()
 }
 
+/// A connection pooler the suites' pools go through: `CHATLAB_TEST_POOLER`
+/// (`127.0.0.1:6432`: PgBouncer in transaction mode in front of the test
+/// server, as `make test` runs the repository suite once). Unset, none.
+pub fn pooler() -> Option<String> {
+    std::env::var("CHATLAB_TEST_POOLER")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+}
+
+/// `url` with its host and port replaced by `at` (`HOST:PORT`).
+fn through(url: &str, at: &str) -> String {
+    let (host, port) = at.rsplit_once(':').unwrap_or((at, "6432"));
+    match url::Url::parse(url) {
+        Ok(mut parsed) => {
+            let _ = parsed.set_host(Some(host));
+            let _ = parsed.set_port(port.parse().ok());
+            parsed.into()
+        }
+        Err(_) => url.to_owned(),
+    }
+}
+
 /// The pool layout the suites run on: `CHATLAB_TEST_POOL_LAYOUT` (`shared`
 /// or `per_worker`; unset, the server's default).
 ///
@@ -326,6 +359,10 @@ mod tests {
             "postgres://u@h/t2?sslmode=disable"
         );
         assert_eq!(with_database("postgres://h", "t3"), "postgres://h/t3");
+        assert_eq!(
+            through("postgres://u@127.0.0.1:5432/t1?x=y", "127.0.0.1:6432"),
+            "postgres://u@127.0.0.1:6432/t1?x=y"
+        );
     }
 
     #[test]

@@ -177,6 +177,34 @@ pub struct DeclaredSettings {
     )]
     pub db_idle_in_transaction_timeout_ms: u64,
 
+    /// Send the session settings above (timeouts, `application_name`) as `SET`s when a
+    /// connection opens. `false` behind a transaction pooler (PgBouncer, `pool_mode =
+    /// transaction`), where a `SET` stays on whichever server connection ran it: set them on
+    /// the role or database instead (docs/operations.md, "PgBouncer")
+    #[arg(
+        long,
+        global = true,
+        env = "DB_SESSION_SETTINGS",
+        default_value = "true",
+        action = ArgAction::Set,
+        help_heading = "Database"
+    )]
+    pub db_session_settings: bool,
+
+    /// Keep each connection's statements prepared, saving a round trip per statement.
+    /// `false` behind a transaction pooler that does not track prepared statements
+    /// (PgBouncer before 1.21), where a statement prepared on one server connection is unknown
+    /// on the next
+    #[arg(
+        long,
+        global = true,
+        env = "DB_STATEMENT_CACHE",
+        default_value = "true",
+        action = ArgAction::Set,
+        help_heading = "Database"
+    )]
+    pub db_statement_cache: bool,
+
     /// `application_name`, as seen in `pg_stat_activity`
     #[arg(
         long,

@@ -249,6 +249,8 @@ impl Settings {
             statement_timeout: Duration::from_millis(d.db_statement_timeout_ms),
             lock_timeout: Duration::from_millis(d.db_lock_timeout_ms),
             idle_in_transaction_timeout: Duration::from_millis(d.db_idle_in_transaction_timeout_ms),
+            apply_on_connect: d.db_session_settings,
+            statement_cache: d.db_statement_cache,
         };
         let ledger = LedgerSettings {
             retention: Duration::from_secs(d.kafka_receipt_retention_secs),

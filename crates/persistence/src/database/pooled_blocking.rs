@@ -12,6 +12,7 @@ use crate::config::DbConfig;
 use crate::connect_failures::ConnectFailures;
 use crate::errors::PersistenceError;
 use crate::session::Conn;
+use crate::session_settings::Setup;
 
 /// An r2d2 pool of diesel's `PgConnection`s.
 pub(crate) struct R2d2 {
@@ -20,11 +21,11 @@ pub(crate) struct R2d2 {
 }
 
 impl R2d2 {
-    pub(crate) fn new(config: &DbConfig, set_sql: String, shared: &Shared) -> Self {
+    pub(crate) fn new(config: &DbConfig, setup: Setup, shared: &Shared) -> Self {
         let size = config.pool_max_size.max(1);
         let manager = BlockingManager::new(
             config.url.expose_secret().to_owned(),
-            set_sql,
+            setup,
             config.recycle,
             shared.metrics.clone(),
             shared.failures.clone(),

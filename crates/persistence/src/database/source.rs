@@ -16,7 +16,7 @@ use crate::connect_failures::ConnectFailures;
 use crate::errors::PersistenceError;
 use crate::pool_metrics::PoolMetrics;
 use crate::session::Conn;
-use crate::session_settings::set_statements;
+use crate::session_settings::Setup;
 
 /// Opens (or checks out) a connection on the async driver, on the runtime
 /// that polls the returned future; its connection task runs there too.
@@ -76,19 +76,19 @@ pub(crate) struct Shared {
 /// connections when pooled. A pool opens nothing here (beyond
 /// `pool_min_idle`, in the background, on the current runtime).
 pub(crate) fn build(config: &DbConfig, shared: &Shared) -> Source {
-    let set_sql = set_statements(&config.session);
+    let setup = Setup::of(&config.session);
     match (config.pooling, config.driver) {
         (Pooling::On, Driver::Async) => {
             Source::Async(Arc::new(pooled_async::Bb8::new(config, shared)))
         }
         (Pooling::Off, Driver::Async) => Source::Async(Arc::new(unpooled_async::Connect::new(
-            config, set_sql, shared,
+            config, setup, shared,
         ))),
-        (Pooling::On, Driver::Blocking) => Source::Blocking(Arc::new(pooled_blocking::R2d2::new(
-            config, set_sql, shared,
-        ))),
+        (Pooling::On, Driver::Blocking) => {
+            Source::Blocking(Arc::new(pooled_blocking::R2d2::new(config, setup, shared)))
+        }
         (Pooling::Off, Driver::Blocking) => Source::Blocking(Arc::new(
-            unpooled_blocking::Connect::new(config, set_sql, shared),
+            unpooled_blocking::Connect::new(config, setup, shared),
         )),
     }
 }

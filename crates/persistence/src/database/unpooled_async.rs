@@ -13,21 +13,22 @@ use crate::config::DbConfig;
 use crate::errors::PersistenceError;
 use crate::pool_metrics::secs;
 use crate::session::Conn;
+use crate::session_settings::Setup;
 use crate::session_settings::connect;
 
 /// Opens a diesel-async connection per unit of work.
 pub(crate) struct Connect {
     url: SecretString,
-    set_sql: String,
+    setup: Setup,
     acquire_timeout_ms: u128,
     shared: Shared,
 }
 
 impl Connect {
-    pub(crate) fn new(config: &DbConfig, set_sql: String, shared: &Shared) -> Self {
+    pub(crate) fn new(config: &DbConfig, setup: Setup, shared: &Shared) -> Self {
         Self {
             url: config.url.clone(),
-            set_sql,
+            setup,
             acquire_timeout_ms: config.acquire_timeout.as_millis(),
             shared: shared.clone(),
         }
@@ -45,7 +46,7 @@ impl AsyncSource for Connect {
             // answers would otherwise hold the caller forever.
             let opened = match timeout_at(
                 deadline.into(),
-                connect(self.url.expose_secret(), &self.set_sql),
+                connect(self.url.expose_secret(), &self.setup),
             )
             .await
             {

@@ -11,19 +11,20 @@ use crate::config::DbConfig;
 use crate::errors::PersistenceError;
 use crate::pool_metrics::secs;
 use crate::session::Conn;
+use crate::session_settings::Setup;
 
 /// Opens a `PgConnection` per unit of work.
 pub(crate) struct Connect {
     url: SecretString,
-    set_sql: String,
+    setup: Setup,
     shared: Shared,
 }
 
 impl Connect {
-    pub(crate) fn new(config: &DbConfig, set_sql: String, shared: &Shared) -> Self {
+    pub(crate) fn new(config: &DbConfig, setup: Setup, shared: &Shared) -> Self {
         Self {
             url: config.url.clone(),
-            set_sql,
+            setup,
             shared: shared.clone(),
         }
     }
@@ -35,7 +36,7 @@ impl BlockingSource for Connect {
         // least 2): what is left of the acquire timeout, rounded up.
         let left = deadline.saturating_duration_since(Instant::now());
         let url = with_connect_timeout(self.url.expose_secret(), left);
-        let opened = connect_blocking(&url, &self.set_sql);
+        let opened = connect_blocking(&url, &self.setup);
         self.shared
             .metrics
             .create_time

@@ -1,6 +1,11 @@
 //! A statement or lock timeout is a timeout (503, retry) whatever language
 //! the server speaks: diesel hands out no SQLSTATE, errors are told apart
 //! by their text, so chatlab pins its sessions' messages to English.
+//!
+//! Behind a transaction pooler (the suite's pass through PgBouncer) chatlab
+//! sends no `SET`s: the same settings then come from the database, as
+//! docs/operations.md tells operators to set them, and these tests check
+//! that recipe.
 
 use std::time::Duration;
 
@@ -38,6 +43,26 @@ async fn german_database(db: &TestDb) {
     );
 }
 
+/// Behind a pooler, the settings chatlab would `SET` on its sessions, set
+/// on the database instead (the operators' recipe): English messages and
+/// the timeouts `statement` and `lock`. Nothing without a pooler.
+async fn pooler_recipe(db: &TestDb, statement: Duration, lock: Duration) {
+    if chatlab_testdb::pooler().is_none() {
+        return;
+    }
+    let mut conn = db.connect().await;
+    let name = db.name();
+    conn.batch_execute(&format!(
+        "ALTER DATABASE \"{name}\" SET lc_messages = 'C'; \
+         ALTER DATABASE \"{name}\" SET statement_timeout = {}; \
+         ALTER DATABASE \"{name}\" SET lock_timeout = {}",
+        statement.as_millis(),
+        lock.as_millis()
+    ))
+    .await
+    .unwrap();
+}
+
 /// A connection that holds a row lock on `user` until it is dropped: a
 /// createChat naming that user waits for it (its foreign-key check).
 async fn lock_user(db: &TestDb, user: uuid::Uuid) -> AsyncPgConnection {
@@ -53,6 +78,7 @@ async fn lock_user(db: &TestDb, user: uuid::Uuid) -> AsyncPgConnection {
 async fn timed_out_create(statement: Duration, lock: Duration) -> RepositoryError {
     let db = TestDb::new().await;
     german_database(&db).await;
+    pooler_recipe(&db, statement, lock).await;
     let mut config = db.config();
     config.session.statement_timeout = statement;
     config.session.lock_timeout = lock;
@@ -97,11 +123,13 @@ async fn a_lock_timeout_is_a_timeout_in_a_german_speaking_server() {
 }
 
 /// Sessions pin English messages where the role may, so the store reports
-/// `C` even on a German-speaking server; startup warns about anything else.
+/// `C` even on a German-speaking server (behind a pooler, by the database's
+/// setting); startup warns about anything else.
 #[tokio::test]
 async fn sessions_speak_the_c_locale_where_the_role_may_pin_it() {
     let db = TestDb::new().await;
     german_database(&db).await;
+    pooler_recipe(&db, Duration::from_secs(30), Duration::from_secs(5)).await;
     let store = PgStore::new(
         &db.config(),
         &mut Registry::default(),
