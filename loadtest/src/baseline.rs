@@ -82,14 +82,16 @@ pub fn script(strategy: InsertStrategy, members: &[Uuid]) -> Result<String, Stri
                 );
             }
         }
+        // A multi-row VALUES list, parsed and planned afresh as chatlab's
+        // is. The chat id comes from one variable: pgbench allows 255
+        // variable references a statement, and a chat of 1,000 members
+        // would need one a row.
         InsertStrategy::Batch => {
-            let rows: Vec<String> = members
-                .iter()
-                .map(|m| format!("((:chat_id)::uuid, '{m}', now())"))
-                .collect();
+            let rows: Vec<String> = members.iter().map(|m| format!("('{m}'::uuid)")).collect();
             let _ = writeln!(
                 s,
-                "INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES {};",
+                "INSERT INTO chat_members (chat_id, user_id, joined_at) \
+                 SELECT (:chat_id)::uuid, v.user_id, now() FROM (VALUES {}) AS v(user_id);",
                 rows.join(", ")
             );
         }
@@ -234,7 +236,21 @@ mod tests {
         assert_eq!(per_row.matches("INSERT INTO chat_members").count(), 3);
         let batch = script(InsertStrategy::Batch, &members).unwrap();
         assert_eq!(batch.matches("INSERT INTO chat_members").count(), 1);
-        assert_eq!(batch.matches("(:chat_id)::uuid").count(), 4);
+        assert_eq!(
+            batch.matches("::uuid)").count(),
+            3,
+            "a VALUES row per member"
+        );
+        // One variable reference for any member count (pgbench's limit
+        // is 255 a statement).
+        let many: Vec<Uuid> = (0..1000).map(|_| Uuid::now_v7()).collect();
+        let big = script(InsertStrategy::Batch, &many).unwrap();
+        assert_eq!(
+            big.matches("(:chat_id)::uuid").count(),
+            2,
+            "{}",
+            &big[..200]
+        );
         let unnest = script(InsertStrategy::Unnest, &members).unwrap();
         assert!(unnest.contains("unnest('{"));
         for s in [&per_row, &batch, &unnest] {

@@ -92,6 +92,8 @@ pub enum Dimension {
     Mode,
     /// Rows per import job.
     ImportRows,
+    /// The database's distance.
+    Rtt,
 }
 
 impl Dimension {
@@ -114,6 +116,7 @@ impl Dimension {
                 let rows = import_figures(c).map_or(0, |(rows, _)| rows);
                 format!("jobs of {rows} rows")
             }
+            Self::Rtt => format!("PostgreSQL {} ms away", crate::reach::show_ms(c.db_rtt_ms)),
         }
     }
 }
@@ -373,7 +376,7 @@ pub fn standard(
         written.push(file.to_owned());
         Ok::<_, LoadError>(())
     };
-    let line_dims = [Strategy, Mode, Members, Pool, Server, Scenario];
+    let line_dims = [Strategy, Mode, Members, Pool, Server, Scenario, Rtt];
     let vus: BTreeSet<usize> = cells.iter().map(|c| c.vus).collect();
     if vus.len() > 1 {
         chart(
@@ -410,6 +413,31 @@ pub fn standard(
             panels(&at_top, &[Strategy, Mode, Pool, Server, Scenario], |c| {
                 (c.members as f64, c.use_time_mean_ms)
             }),
+        )?;
+    }
+    let rtts: BTreeSet<u64> = cells.iter().map(|c| c.db_rtt_ms.to_bits()).collect();
+    if rtts.len() > 1 {
+        let dims = [Strategy, Server, Mode, Members, Pool, Scenario];
+        chart(
+            "throughput_vs_rtt.svg",
+            "Throughput vs the database's round-trip time",
+            "round-trip time added between the servers and PostgreSQL (ms)",
+            "requests per second",
+            panels(cells, &dims, |c| (c.db_rtt_ms, c.throughput_rps)),
+        )?;
+        chart(
+            "use_time_vs_rtt.svg",
+            "Connection held per request vs the database's round-trip time",
+            "round-trip time added between the servers and PostgreSQL (ms)",
+            "mean connection use time (ms)",
+            panels(cells, &dims, |c| (c.db_rtt_ms, c.use_time_mean_ms)),
+        )?;
+        chart(
+            "p95_vs_rtt.svg",
+            "p95 latency vs the database's round-trip time (red crosses: cells whose requests failed)",
+            "round-trip time added between the servers and PostgreSQL (ms)",
+            "p95 latency (ms)",
+            panels(cells, &dims, |c| (c.db_rtt_ms, c.p95_ms)),
         )?;
     }
     let imports: Vec<CellResult> = cells

@@ -56,7 +56,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use crate::commands::{
-    charts as redraw, crosscheck, crossover, docs, markers, matrix, pgbench, run, syncs,
+    charts as redraw, crosscheck, crossover, docs, intervals, markers, matrix, pgbench, run, syncs,
 };
 
 #[derive(Debug, Parser)]
@@ -78,6 +78,10 @@ enum Command {
     Matrix(matrix::MatrixArgs),
     /// Draw a run's charts again from its results.csv.
     Charts(redraw::ChartsArgs),
+    /// The 95% intervals a committed run's rounds give, computed again from
+    /// its per-round table into intervals.md (for runs made before every
+    /// run printed them).
+    Intervals(intervals::IntervalsArgs),
     /// wrk and this harness against the same GET endpoint.
     Crosscheck(crosscheck::CrosscheckArgs),
     /// pgbench alone on each strategy's createChat SQL (users are seeded
@@ -123,6 +127,7 @@ async fn main() -> ExitCode {
         Command::Matrix(args) => matrix::matrix(args).await,
         Command::Crosscheck(args) => crosscheck::crosscheck(args).await,
         Command::Charts(args) => redraw::charts(args),
+        Command::Intervals(args) => intervals::intervals(args),
         Command::Baseline(args) => pgbench::pgbench_baseline(args).await,
         Command::BrokerCheck(args) => broker_check::run(args).await,
         Command::Fault(args) => fault::run(args).await,

@@ -114,6 +114,9 @@ pub struct CellResult {
     pub wire_round_trips: f64,
     /// The hop's CPU per answered request, µs.
     pub hop_cpu_us_per_request: f64,
+    /// How late the hop delivered a chunk past its deadline, on the mean,
+    /// µs: its own precision under the cell's load.
+    pub hop_late_us: f64,
     /// Rounds the cell ran.
     #[serde(rename = "rounds")]
     pub rounds_run: usize,
@@ -329,13 +332,14 @@ pub fn to_csv(cells: &[CellResult]) -> String {
         "db_round_trip_ms",
         "wire_round_trips",
         "hop_cpu_us_per_request",
+        "hop_late_us",
     ];
     out.push_str(&header.join(","));
     out.push('\n');
     for c in cells {
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{:.2},{:.1},{:.2},{:.2},{:.2},{:.2},{},{},{},{},{},{:.2},{},{:.3},{:.3},{:.3},{:.3},{},{:.1},{:.1},{:.1},{:.1},{:.1},{:.3},{:.1},{:.0},{:.1},{:.3},{:.2},{:.2},{:.4},{:.0},{},{:.1},{:.1},{:.3},{:.3},{:.3},{:.3},{:.2},{:.1}",
+            "{},{},{},{},{},{},{},{},{:.2},{:.1},{:.2},{:.2},{:.2},{:.2},{},{},{},{},{},{:.2},{},{:.3},{:.3},{:.3},{:.3},{},{:.1},{:.1},{:.1},{:.1},{:.1},{:.3},{:.1},{:.0},{:.1},{:.3},{:.2},{:.2},{:.4},{:.0},{},{:.1},{:.1},{:.3},{:.3},{:.3},{:.3},{:.2},{:.1},{:.1}",
             c.server,
             c.strategy,
             c.publish_mode,
@@ -384,7 +388,8 @@ pub fn to_csv(cells: &[CellResult]) -> String {
             c.db_rtt_ms,
             c.db_round_trip_ms,
             c.wire_round_trips,
-            c.hop_cpu_us_per_request
+            c.hop_cpu_us_per_request,
+            c.hop_late_us
         );
     }
     out
@@ -405,7 +410,9 @@ pub fn to_markdown(cells: &[CellResult]) -> String {
         out.push_str(" WAL B/req |");
     }
     if with_hop {
-        out.push_str(" DB RTT ms | DB round trip ms | wire round trips | hop CPU µs/req |");
+        out.push_str(
+            " DB RTT ms | DB round trip ms | wire round trips | hop CPU µs/req | hop late µs |",
+        );
     }
     out.push('\n');
     out.push_str(
@@ -418,7 +425,7 @@ pub fn to_markdown(cells: &[CellResult]) -> String {
         out.push_str("---|");
     }
     if with_hop {
-        out.push_str("---|---|---|---|");
+        out.push_str("---|---|---|---|---|");
     }
     out.push('\n');
     for c in cells {
@@ -479,7 +486,7 @@ pub fn to_markdown(cells: &[CellResult]) -> String {
         if with_hop {
             let _ = write!(
                 out,
-                " {} | {:.3} | {} | {:.0} |",
+                " {} | {:.3} | {} | {:.0} | {:.0} |",
                 crate::reach::show_ms(c.db_rtt_ms),
                 c.db_round_trip_ms,
                 if c.wire_round_trips > 0.0 {
@@ -487,7 +494,8 @@ pub fn to_markdown(cells: &[CellResult]) -> String {
                 } else {
                     "-".to_owned()
                 },
-                c.hop_cpu_us_per_request
+                c.hop_cpu_us_per_request,
+                c.hop_late_us
             );
         }
         out.push('\n');

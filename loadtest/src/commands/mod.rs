@@ -6,6 +6,7 @@ pub(crate) mod charts;
 pub(crate) mod crosscheck;
 pub(crate) mod crossover;
 pub(crate) mod docs;
+pub(crate) mod intervals;
 pub(crate) mod markers;
 pub(crate) mod matrix;
 pub(crate) mod pgbench;

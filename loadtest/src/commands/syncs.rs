@@ -36,6 +36,7 @@ use crate::fleet::Fleet;
 use crate::reach::Reach;
 use crate::scenario::{Rng, Scenario, SeedAt, SeedSpec, pick_members, seed};
 use crate::schedule::parse_duration;
+use crate::uncertainty::Interval;
 
 use super::{ServerArgs, fleet_spec, http_client, machine_note, results_dir, write_results};
 use crate::error::LoadError;
@@ -142,19 +143,32 @@ pub(crate) async fn syncs(args: SyncsArgs) -> Result<bool, LoadError> {
         }
     }
     let mut table = String::from(
-        "| sender | Syncs per transaction | round trips | tps, each round | tps, mean |\n|---|---|---|---|---|\n",
+        "| sender | Syncs per transaction | round trips | tps, each round | tps, mean | against chatlab's pipeline |\n|---|---|---|---|---|---|\n",
     );
+    let joined = Sender::ALL
+        .iter()
+        .position(|&s| s == Sender::DirectJoined)
+        .and_then(|i| tps.get(i))
+        .cloned()
+        .unwrap_or_default();
     for (sender, rounds) in Sender::ALL.iter().zip(&tps) {
         let (name, syncs, trips) = sender.describe();
         let mean = rounds.iter().sum::<f64>() / rounds.len().max(1) as f64;
         let each: Vec<String> = rounds.iter().map(|t| format!("{t:.0}")).collect();
+        // Paired by round: the senders of one round ran a few seconds apart.
+        let pairs: Vec<(f64, f64)> = rounds.iter().copied().zip(joined.iter().copied()).collect();
+        let against = if *sender == Sender::DirectJoined {
+            "-".to_owned()
+        } else {
+            Interval::of_ratio(&pairs).map_or_else(|| "-".to_owned(), |r| r.show_called())
+        };
         table.push_str(&format!(
-            "| {name} | {syncs} | {trips} | {} | {mean:.0} |\n",
+            "| {name} | {syncs} | {trips} | {} | {mean:.0} | {against} |\n",
             each.join(", ")
         ));
     }
     let notes = format!(
-        "# syncs: what one Sync is worth\n\n{}\n\n{}\n\nThe `pipeline` strategy's transaction (BEGIN, the chat, {} members from an array, the system message, COMMIT), straight to PostgreSQL from {} connections for {} per measurement, {} rounds, their order alternating. pgbench runs its prepared protocol; tokio-postgres prepares the statements once per connection.\n\n",
+        "# syncs: what one Sync is worth\n\n{}\n\n{}\n\nThe `pipeline` strategy's transaction (BEGIN, the chat, {} members from an array, the system message, COMMIT), straight to PostgreSQL from {} connections for {} per measurement, {} rounds, their order alternating; each sender's tps against chatlab's pipeline (tokio-postgres, joined) is paired round by round, with its 95% interval (`~`: a tie). pgbench runs its prepared protocol; tokio-postgres prepares the statements once per connection.\n\n",
         machine_note(),
         reach.note(),
         args.members,

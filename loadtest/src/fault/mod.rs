@@ -25,9 +25,9 @@ use clap::Args;
 
 use crate::auth::{DEFAULT_ISSUER, Signer};
 use crate::fleet::{Fleet, FleetSpec};
+use crate::reach::{DistanceArgs, Reach};
 use crate::scenario::{Scenario, SeedAt, SeedSpec, seed};
 use crate::schedule::parse_duration;
-use crate::reach::{DistanceArgs, Reach};
 use crate::variant::{ServerVariant, parse_kv};
 use chatlab_delay::Distance;
 use checks::Watcher;
@@ -158,10 +158,12 @@ pub async fn run(args: FaultArgs) -> Result<bool, LoadError> {
     // A blackhole needs a hop to stop; at no distance asked, one that adds
     // none (a microsecond).
     let distance = args.distance.distance()?.or_else(|| {
-        args.faults.contains(&Fault::DbBlackhole).then_some(Distance {
-            rtt: Duration::from_micros(1),
-            jitter: Duration::ZERO,
-        })
+        args.faults
+            .contains(&Fault::DbBlackhole)
+            .then_some(Distance {
+                rtt: Duration::from_micros(1),
+                jitter: Duration::ZERO,
+            })
     });
     let reach = Reach::open(&args.database_url, distance, &args.distance).await?;
     let mut cells = Vec::new();

@@ -96,6 +96,9 @@ pub struct Accumulated {
     flights: f64,
     /// Its share of the hop's CPU seconds.
     hop_cpu_seconds: f64,
+    /// The hop's deliveries and their lateness, µs, over the runs.
+    hop_delivered: u64,
+    hop_late_us: u64,
     /// Whether every run had a hop to count flights.
     wire_counted: bool,
     /// Each round's figures.
@@ -156,6 +159,8 @@ impl Accumulated {
                 if let Some(w) = m.wire.stats {
                     let background = m.wire.background_per_s * elapsed;
                     self.flights += (w.flights as f64 - background).max(0.0) * share;
+                    self.hop_delivered += w.delivered;
+                    self.hop_late_us += w.late_us_total;
                 }
                 self.hop_cpu_seconds += m.wire.cpu_seconds * share;
                 if v.requests() > 0 {
@@ -226,6 +231,9 @@ impl Accumulated {
                 cell.wire_round_trips = self.flights / cell.requests as f64;
             }
             cell.hop_cpu_us_per_request = self.hop_cpu_seconds * 1e6 / cell.requests as f64;
+            if self.hop_delivered > 0 {
+                cell.hop_late_us = self.hop_late_us as f64 / self.hop_delivered as f64;
+            }
         }
         cell.rounds = self.rounds;
         cell.set_intervals();
