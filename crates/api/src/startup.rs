@@ -103,12 +103,15 @@ impl Application {
         let (listener, port) = bind(settings.http.addr, settings.http.backlog)?;
         let (ops_listener, ops_port) = bind(settings.http.ops_addr, settings.http.backlog)?;
         if settings.run_migrations {
-            let applied = migrations::run_pending(&settings.db.url)
-                .await
-                .map_err(|source| StartupError::Migrate {
-                    target: url_target(secrecy::ExposeSecret::expose_secret(&settings.db.url)),
-                    source,
-                })?;
+            // Straight to PostgreSQL when DATABASE_URL is a pooler's.
+            let url = settings.migration_url.as_ref().unwrap_or(&settings.db.url);
+            let applied =
+                migrations::run_pending(url)
+                    .await
+                    .map_err(|source| StartupError::Migrate {
+                        target: url_target(secrecy::ExposeSecret::expose_secret(url)),
+                        source,
+                    })?;
             tracing::info!(applied, "database migrations are up to date");
         }
         let mut registry = Registry::default();

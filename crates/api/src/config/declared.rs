@@ -227,6 +227,18 @@ pub struct DeclaredSettings {
     )]
     pub db_run_migrations: bool,
 
+    /// Where the migrations run, when not through DATABASE_URL: PostgreSQL itself, when
+    /// DATABASE_URL is a transaction pooler (PgBouncer), which would split the migrations'
+    /// session advisory lock from its unlock (empty: DATABASE_URL)
+    #[arg(
+        long,
+        global = true,
+        env = "DB_MIGRATION_URL",
+        hide_env_values = true,
+        help_heading = "Database"
+    )]
+    pub db_migration_url: Option<String>,
+
     /// Listen address (port 0 picks a free port)
     #[arg(
         long,

@@ -201,6 +201,8 @@ pub struct Settings {
     pub db: DbConfig,
     /// Apply migrations at startup.
     pub run_migrations: bool,
+    /// Where they run, if not at `db.url` (a pooler's address).
+    pub migration_url: Option<secrecy::SecretString>,
     /// Write-path choices.
     pub writes: WriteSettings,
     /// Live delivery.
@@ -286,6 +288,10 @@ impl Settings {
             },
             db,
             run_migrations: d.db_run_migrations,
+            migration_url: d
+                .db_migration_url
+                .filter(|url| !url.is_empty())
+                .map(secrecy::SecretString::from),
             writes: WriteSettings {
                 default_strategy: d.chat_insert_strategy,
                 default_publish_mode: d.kafka_publish_mode,
@@ -658,6 +664,33 @@ mod tests {
         assert_eq!(s.db.recycle, Recycle::Verified);
         assert_eq!(s.db.max_lifetime, None);
         assert_eq!(s.http.addr.port(), 0);
+    }
+
+    #[test]
+    fn migrations_run_through_database_url_unless_told_where() {
+        use secrecy::ExposeSecret;
+        let through_pool = Settings::from_vars(vars(&[(
+            "DATABASE_URL",
+            "postgres://app@127.0.0.1:6432/chatlab",
+        )]))
+        .unwrap();
+        assert!(through_pool.migration_url.is_none());
+        let straight = Settings::from_vars(vars(&[
+            ("DATABASE_URL", "postgres://app@127.0.0.1:6432/chatlab"),
+            (
+                "DB_MIGRATION_URL",
+                "postgres://owner@127.0.0.1:5432/chatlab",
+            ),
+        ]))
+        .unwrap();
+        assert_eq!(
+            straight.migration_url.as_ref().map(|u| u.expose_secret()),
+            Some("postgres://owner@127.0.0.1:5432/chatlab")
+        );
+        assert_eq!(
+            straight.db.url.expose_secret(),
+            "postgres://app@127.0.0.1:6432/chatlab"
+        );
     }
 
     #[test]
