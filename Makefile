@@ -36,7 +36,7 @@ ifeq ($(QUICK),1)
   BUILD_PROFILE := dev
   export CHATLAB_BIN_DIR := $(BIN_DIR)
   export CHATLAB_BIN := $(BIN_DIR)/chatlab
-  export CHATLAB_DELAY_BIN := $(BIN_DIR)/chatlab-delay
+  export LOAD_DELAY_BIN := $(BIN_DIR)/chatlab-delay
 else
   BIN_DIR := target/release
   BUILD_PROFILE := release
@@ -94,6 +94,16 @@ ifeq ($(QUICK),1)
   DISTANCE_STRATEGIES := per_row,single
   DISTANCE_ARGS := --members 10 --vus 4 --duration 1s --warmup 0s --rounds 1 --seed-users 300 --calibrate-for 1s
   DISTANCE_MODEL_ARGS := --members 10 --vus 1 --duration 1s --warmup 0s --rounds 1 --seed-users 300 --calibrate-for 1s
+  DISTANCE_DRIVERS_RTTS := 0,1ms
+  DISTANCE_DRIVERS_ARGS := --members 10 --vus 4 --duration 1s --warmup 0s --rounds 1 --seed-users 300 --calibrate-for 1s
+  DISTANCE_POOL_ARGS := --members 10 --rate 50 --vus 50 --duration 1s --warmup 0s --rounds 1 --seed-users 300 --calibrate-for 1s
+  DISTANCE_POOLS := single:1,2
+  KAFKA_DISTANCE_BROKER_RTTS := 0 5
+  KAFKA_DISTANCE_DB_RTTS := 0,1ms
+  KAFKA_DISTANCE_ARGS := --vus 4 --duration 1s --warmup 0s --rounds 1 --seed-users 300 --calibrate-for 1s
+  KAFKA_TANSU_RTTS := 5ms
+  PGBOUNCER_RTTS := 0,1ms
+  PGBOUNCER_ARGS := --members 10 --vus 6 --duration 1s --warmup 0s --rounds 1 --seed-users 300 --calibrate-for 1s
 else
   DEMO_ARGS := --vus 20 --duration 2s --warmup 3s --rounds 6
   LOADTEST_ARGS := --vus 40 --duration 20s
@@ -102,12 +112,12 @@ else
   RAMP_ARGS := --stages 85:30s,200:30s,300:30s,400:30s
   BASELINE_ARGS := --clients 8,20 --duration 15s
   CROSSCHECK_ARGS := --vus 32 --duration 10s
-  POOL_ARGS := --vus 50,400 --duration 20s --warmup 3s
-  POOLSIZE_ARGS := --pool-sizes 5,10,20,40 --vus 10,25,50,100,200 --duration 10s --warmup 3s
-  DRIVER_ARGS := --vus 10,50,200 --duration 15s --warmup 3s
+  POOL_ARGS := --vus 50,400 --duration 8s --warmup 3s --rounds 3
+  POOLSIZE_ARGS := --pool-sizes 5,10,20,40 --vus 10,25,50,100,200 --duration 5s --warmup 3s --rounds 3
+  DRIVER_ARGS := --vus 10,50,200 --duration 6s --warmup 3s --rounds 3
   BULK_ARGS := --pool-sizes 10,30,60 --duration 5s --warmup 0s \
       --scenario $(shell for n in 1000 10000 100000; do for p in 1 4 8; do printf 'import:%s:1000:%s,' $$n $$p; done; done | sed 's/,$$//')
-  CONCURRENCY_ARGS := --vus 10,100,1000 --duration 10s --warmup 3s
+  CONCURRENCY_ARGS := --vus 10,100,1000 --duration 5s --warmup 3s --rounds 3
   TRACING_ARGS := --vus 20 --duration 15s --warmup 3s --rounds 8
   BROKER_CHECK_ARGS := --events 500 --producers 4 --in-flight 32 --rounds 10 --busy-threads 1
   COLLECTOR_FAULT_DURATION := 15s
@@ -128,6 +138,16 @@ else
   DISTANCE_STRATEGIES := per_row,batch,unnest,single,pipeline
   DISTANCE_ARGS := --members 1,10,50,1000 --vus 8 --duration 3s --warmup 2s --rounds 2
   DISTANCE_MODEL_ARGS := --members 50 --vus 1 --duration 3s --warmup 2s --rounds 3
+  DISTANCE_DRIVERS_RTTS := 0,500us,1ms,2ms,5ms
+  DISTANCE_DRIVERS_ARGS := --members 50 --vus 20 --duration 3s --warmup 2s --rounds 2
+  DISTANCE_POOL_ARGS := --members 50 --rate 500 --vus 600 --duration 6s --warmup 2s --rounds 2
+  DISTANCE_POOLS := single:1,2,4 unnest:2,4,8 per_row:16,32,48
+  KAFKA_DISTANCE_BROKER_RTTS := 0 1 5 20
+  KAFKA_DISTANCE_DB_RTTS := 0,1ms,5ms
+  KAFKA_DISTANCE_ARGS := --vus 8 --duration 3s --warmup 2s --rounds 2
+  KAFKA_TANSU_RTTS := 1ms 5ms
+  PGBOUNCER_RTTS := 0,1ms
+  PGBOUNCER_ARGS := --members 50 --vus 60 --duration 4s --warmup 2s --rounds 3
 endif
 # The pool's layouts (DB_POOL_LAYOUT), one server of each, restarted and
 # alternated round by round.
@@ -176,7 +196,7 @@ RUNS ?= 50
 
 .PHONY: demo demo-plan loadtest loadtest-create loadtest-hold loadtest-seed001 loadtest-ramp bench-baseline \
         loadtest-crosscheck loadtest-pool loadtest-poolsize loadtest-driver loadtest-concurrency \
-        loadtest-tracing loadtest-layout loadtest-syncs loadtest-fanout loadtest-fanout-copy loadtest-read-side loadtest-read-mixed loadtest-markers loadtest-crossover loadtest-distance profile loadtest-delivery loadtest-delivery-body loadtest-delivery-broker-kill loadtest-smoke load-build load-db broker-check events-stress \
+        loadtest-tracing loadtest-layout loadtest-syncs loadtest-fanout loadtest-fanout-copy loadtest-read-side loadtest-read-mixed loadtest-markers loadtest-crossover loadtest-distance loadtest-distance-drivers loadtest-distance-pool loadtest-kafka-distance loadtest-pgbouncer pgbouncer-matrix profile loadtest-delivery loadtest-delivery-body loadtest-delivery-broker-kill loadtest-smoke load-build load-db broker-check events-stress \
         fault-db fault-broker fault-server fault-cancel fault-retry fault-collector fault-slow-clients soak faults
 .PHONY: help run build release profiling-build test fuzz fmt fmt-check lint layering docs settings-docs schema-check deps-check \
         openapi docker-check k6-check db db-stop broker broker-stop ci clean-testdbs up down loadtest-docker dashboard-check
@@ -237,7 +257,7 @@ loadtest-create: load-build load-db ## createChat: MEMBERS= VUS= DURATION= STRAT
 
 loadtest-seed001: load-build load-db ## Seed 001's grid: MEMBERS {20,50} x VUS {30,60,100} x {per_row,batch}, pool 20, 3 servers, with pgbench
 	$(LOAD) matrix --name seed001 --spawn 3 --database-url $(LOAD_DATABASE_URL) \
-	    --strategies per_row,batch --pool-sizes 20 --rounds 1 $(SEED001_ARGS)
+	    --strategies per_row,batch --pool-sizes 20 $(SEED001_ARGS)
 
 loadtest-ramp: load-build load-db ## Seed 000's ramp 85 -> 200 -> 300 -> 400 VUs on createChat (batch), with server RSS
 	$(LOAD) run --name ramp --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario create-chat \
@@ -384,11 +404,71 @@ loadtest-distance: load-build load-db ## The verdicts at a distance: every strat
 	$(LOAD) matrix --name distance-model --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario create-chat \
 	    --strategies $(DISTANCE_STRATEGIES) --db-rtts $(DISTANCE_RTTS) $(DISTANCE_MODEL_ARGS)
 
+# The drivers and a connection per request at a distance: single at 50
+# members, 20 VUs, on the async driver, the blocking one, and DB_POOL=off
+# (whose connect, startup and session SETs are round trips too).
+DISTANCE_DRIVER_VARIANTS := --variant async:DB_DRIVER=async --variant blocking:DB_DRIVER=blocking --variant unpooled:DB_POOL=off
+loadtest-distance-drivers: load-build load-db ## Async vs blocking driver vs a connection per request (DB_POOL=off) at a DB RTT of 0 to 5 ms: createChat (single, 50 members, 20 VUs)
+	$(LOAD) matrix --name distance-drivers --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario create-chat \
+	    --strategies single $(DISTANCE_DRIVER_VARIANTS) --db-rtts $(DISTANCE_DRIVERS_RTTS) $(DISTANCE_DRIVERS_ARGS)
+
+# The pool a rate needs at a distance (Little's law: connections = rate x
+# hold): 500 createChat/s (open model) at a DB RTT of 1 ms, each strategy
+# on pools around what its hold predicts (DISTANCE_POOLS: strategy:sizes).
+loadtest-distance-pool: load-build load-db ## The pool 500 createChat/s needs 1 ms from PostgreSQL, per strategy: pending waiters and p95 below, at and above Little's law
+	@for pair in $(DISTANCE_POOLS); do \
+	    $(MAKE) --no-print-directory load-db && \
+	    $(LOAD) matrix --name distance-pool-$${pair%%:*} --spawn 1 --database-url $(LOAD_DATABASE_URL) \
+	        --scenario create-chat --strategies $${pair%%:*} --pool-sizes $${pair#*:} --db-rtt 1ms $(DISTANCE_POOL_ARGS) || exit 1; \
+	done
+
+# Kafka at both distances: createChat publishing inside the transaction
+# (in_tx_await), through the outbox or after the commit, at a database RTT
+# of 0, 1 and 5 ms and a broker RTT of 0 to 20 ms (the mock cluster's
+# KAFKA_MOCK_BROKER_RTT_MS); then on tansu behind a hop of its own
+# (scripts/tansu-at-distance.sh) at 1 and 5 ms.
+loadtest-kafka-distance: load-build load-db ## in_tx_await vs outbox vs after_commit at a DB RTT of 0-5 ms x a broker RTT of 0-20 ms (mock cluster), then on tansu behind a hop: connection hold and throughput
+	$(LOAD) matrix --name kafka-distance --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario create-chat --members 50 \
+	    --strategies unnest,single --publish-modes in_tx_await,outbox,after_commit \
+	    $(foreach r,$(KAFKA_DISTANCE_BROKER_RTTS),--variant broker-$(r)ms:KAFKA_MOCK_BROKER_RTT_MS=$(r)) \
+	    --db-rtts $(KAFKA_DISTANCE_DB_RTTS) $(KAFKA_DISTANCE_ARGS)
+	@for rtt in $(KAFKA_TANSU_RTTS); do \
+	    $(MAKE) --no-print-directory load-db && \
+	    brokers=$$(scripts/tansu-at-distance.sh start $$rtt) && \
+	    $(LOAD) matrix --name kafka-tansu-$$rtt --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario create-chat \
+	        --members 50 --strategies unnest,single --publish-modes in_tx_await,outbox,after_commit \
+	        --server-env KAFKA_BROKERS=$$brokers --db-rtts $(KAFKA_DISTANCE_DB_RTTS) $(KAFKA_DISTANCE_ARGS); \
+	    status=$$?; scripts/tansu-at-distance.sh stop; [ $$status -eq 0 ] || exit $$status; \
+	done
+
+# PgBouncer in transaction mode between three servers and PostgreSQL, on
+# the blocking driver (the async one cannot run behind Debian's 1.18): each
+# server's pool of 10 (30 client connections) shares PGBOUNCER_POOL server
+# connections, against the same fleet straight to PostgreSQL with pools of
+# 10 (30 server connections) and of 4 (12), and straight with the statement
+# cache off, which PgBouncer requires, to tell its cost from the hop's.
+# The delay hop sits in front of PgBouncer, which runs beside PostgreSQL.
+PGBOUNCER_POOL ?= 12
+PGBOUNCER_VARIANTS = --variant direct-10:DB_DRIVER=blocking+DB_POOL_MAX_SIZE=10 \
+    --variant direct-4:DB_DRIVER=blocking+DB_POOL_MAX_SIZE=4 \
+    --variant uncached-10:DB_DRIVER=blocking+DB_POOL_MAX_SIZE=10+DB_STATEMENT_CACHE=false \
+    --variant pgbouncer-10:DB_DRIVER=blocking+DB_POOL_MAX_SIZE=10+DB_STATEMENT_CACHE=false+DB_SESSION_SETTINGS=false+DATABASE_URL=$(PGBOUNCER_URL)+DB_MIGRATION_URL=$(LOAD_DATABASE_URL)
+loadtest-pgbouncer: load-build load-db ## Three servers through PgBouncer (transaction mode, 12 server connections) vs straight (pools of 10 and 4) at a DB RTT of 0 and 1 ms: createChat (single, per_row)
+	@port=$$(scripts/pgbouncer.sh start 0 --mode transaction --pool $(PGBOUNCER_POOL)) || exit 1; \
+	pooler=$$(printf '%s' '$(LOAD_DATABASE_URL)' | sed -E "s#^([a-z]+://([^@/]*@)?)[^/]+#\1127.0.0.1:$$port#"); \
+	$(MAKE) --no-print-directory pgbouncer-matrix PGBOUNCER_URL="$$pooler"; \
+	status=$$?; scripts/pgbouncer.sh stop $$port; exit $$status
+
+pgbouncer-matrix: # loadtest-pgbouncer's matrix, once its PgBouncer listens at PGBOUNCER_URL
+	@[ -n "$(PGBOUNCER_URL)" ] || { echo "pgbouncer-matrix: run make loadtest-pgbouncer" >&2; exit 2; }
+	$(LOAD) matrix --name pgbouncer --spawn 3 --database-url $(LOAD_DATABASE_URL) --scenario create-chat \
+	    --strategies single,per_row $(PGBOUNCER_VARIANTS) --db-rtts $(PGBOUNCER_RTTS) $(PGBOUNCER_ARGS)
+
 loadtest-smoke: ## Every load target but the delivery ones (which need tansu) once, a few seconds each (CI)
 	$(MAKE) QUICK=1 demo loadtest loadtest-create loadtest-hold loadtest-seed001 loadtest-ramp bench-baseline loadtest-crosscheck \
 	    loadtest-pool loadtest-poolsize loadtest-driver loadtest-concurrency loadtest-tracing loadtest-layout loadtest-syncs \
 	    loadtest-fanout loadtest-fanout-copy loadtest-read-side loadtest-read-mixed loadtest-markers loadtest-crossover \
-	    loadtest-distance
+	    loadtest-distance loadtest-distance-drivers loadtest-distance-pool loadtest-kafka-distance loadtest-pgbouncer
 
 broker-check: load-build ## Does the broker keep what it acknowledges? tansu's memory and sqlite engines under pipelined produce
 	scripts/broker-check.sh $(BROKER_CHECK_ARGS)

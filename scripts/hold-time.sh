@@ -13,6 +13,11 @@
 # is stopped after each RTT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [[ -n "${DB_RTT:-}" ]]; then
+    echo "hold-time: DB_RTT is not honoured here (this script's server reaches PostgreSQL straight);" \
+        "make loadtest-kafka-distance measures the hold at a database distance" >&2
+    exit 2
+fi
 db=${LOAD_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/chatlab_load}
 rtts=${RTTS:-0 5 50}
 export MEMBERS=${MEMBERS:-50} CHATS=${CHATS:-300}

@@ -35,7 +35,7 @@ pub(crate) struct DistanceArgs {
     /// The chatlab-delay binary.
     #[arg(
         long,
-        env = "CHATLAB_DELAY_BIN",
+        env = "LOAD_DELAY_BIN",
         default_value = "target/release/chatlab-delay"
     )]
     pub(crate) delay_bin: PathBuf,

@@ -556,9 +556,17 @@ async fn start_fleet(
         ),
         Servers::Spawn(fleet_spec) => {
             let distance = spec.distances.get(id.distance).copied().flatten();
-            let reach = Reach::open(&spec.database_url, distance, &spec.distance_args).await?;
+            // A variant's own DATABASE_URL (a pooler's, say) is where its
+            // hop leads; the hop stays between the servers and it.
+            let own_env = &spec.variants[variant].env;
+            let upstream = own_env
+                .iter()
+                .find(|(k, _)| k == "DATABASE_URL")
+                .map_or(spec.database_url.as_str(), |(_, url)| url.as_str());
+            let reach = Reach::open(upstream, distance, &spec.distance_args).await?;
             let mut fs = fleet_spec.clone().with_database_url(&reach.url());
-            fs.env.extend(spec.variants[variant].env.iter().cloned());
+            fs.env
+                .extend(own_env.iter().filter(|(k, _)| k != "DATABASE_URL").cloned());
             if pool > 0 {
                 fs.env.push(("DB_POOL_MAX_SIZE".into(), pool.to_string()));
             }
