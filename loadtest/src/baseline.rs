@@ -12,8 +12,14 @@
 //! transaction between `\startpipeline` and `\endpipeline` (pgbench's own
 //! pipeline mode), its chat id made from a random number, since `\gset`
 //! cannot wait for an answer inside a pipeline.
-//! Several scripts with different member sets are mixed, as chatlab's load
-//! draws different members for every chat.
+//! Different member sets are mixed, as chatlab's load draws different
+//! members for every chat. In the prepared modes they live in one script
+//! whose statements pick set `:k` (drawn per transaction) from arrays, so
+//! each client prepares the script's statements once, as a chatlab
+//! connection does; sixteen scripts would each be prepared by every client,
+//! a round trip a statement, which at a distance outweighed the run itself
+//! (per_row at 50 members and 5 ms: 16 × 52 prepares, 4.2 s of a client's
+//! 3 s). `batch`, parsed afresh anyway, mixes one script per set.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -50,11 +56,56 @@ pub struct BaselineSpec {
     pub work_dir: PathBuf,
 }
 
-/// The pgbench script of one createChat with `members` (creator first).
-/// `copy` has none: a pgbench script cannot send COPY data (its direct
-/// baseline is `chatlab-load crossover`).
-pub fn script(strategy: InsertStrategy, members: &[Uuid]) -> Result<String, String> {
-    let creator = members.first().ok_or("a chat needs at least its creator")?;
+/// How a script names its members: one set written out, or several, the
+/// transaction's drawn by pgbench as `:k` (1-based) from arrays.
+struct Sets<'a>(&'a [Vec<Uuid>]);
+
+impl Sets<'_> {
+    /// The pgbench line that draws the set, if there is a choice.
+    fn draw(&self) -> String {
+        match self.0.len() {
+            0 | 1 => String::new(),
+            n => format!("\\set k random(1, {n})\n"),
+        }
+    }
+
+    /// The `j`-th member (0: the creator) as an SQL expression of type uuid.
+    fn member(&self, j: usize) -> String {
+        match self.0 {
+            [one] => format!("'{}'::uuid", one[j]),
+            sets => {
+                let column: Vec<Uuid> = sets.iter().map(|set| set[j]).collect();
+                format!("('{}'::uuid[])[:k]", uuid_array(&column))
+            }
+        }
+    }
+
+    /// The whole set as an SQL expression of type uuid[].
+    fn array(&self) -> String {
+        match self.0 {
+            [one] => format!("'{}'::uuid[]", uuid_array(one)),
+            sets => {
+                let rows: Vec<String> = sets.iter().map(|set| uuid_array(set)).collect();
+                format!("('{{{}}}'::uuid[])[(:k):(:k)]", rows.join(","))
+            }
+        }
+    }
+}
+
+/// The pgbench script of one createChat whose members (creator first) are
+/// one of `sets`, all of one size. `copy` has none: a pgbench script cannot
+/// send COPY data (its direct baseline is `chatlab-load crossover`);
+/// `batch` takes one set (its scripts are mixed instead).
+pub fn script(strategy: InsertStrategy, sets: &[Vec<Uuid>]) -> Result<String, String> {
+    let size = sets.first().map_or(0, Vec::len);
+    if size == 0 || sets.iter().any(|set| set.len() != size) {
+        return Err("a chat needs at least its creator, and every set the same size".to_owned());
+    }
+    if strategy == InsertStrategy::Batch && sets.len() > 1 {
+        return Err("batch's script takes one member set".to_owned());
+    }
+    let sets = Sets(sets);
+    let creator = sets.member(0);
     match strategy {
         InsertStrategy::Copy => {
             return Err(
@@ -63,22 +114,24 @@ pub fn script(strategy: InsertStrategy, members: &[Uuid]) -> Result<String, Stri
                     .to_owned(),
             );
         }
-        InsertStrategy::Single => return Ok(single_script(creator, members)),
-        InsertStrategy::Pipeline => return Ok(pipeline_script(creator, members)),
+        InsertStrategy::Single => return Ok(single_script(&sets)),
+        InsertStrategy::Pipeline => return Ok(pipeline_script(&sets)),
         InsertStrategy::PerRow | InsertStrategy::Batch | InsertStrategy::Unnest => {}
     }
-    let mut s = String::from("BEGIN;\n");
+    let mut s = sets.draw();
+    s.push_str("BEGIN;\n");
     let _ = writeln!(
         s,
         "INSERT INTO chats (id, name, creator_id, created_at, publish_mode) \
-         VALUES (gen_random_uuid(), 'pgbench', '{creator}', now(), 'off') RETURNING id AS chat_id \\gset"
+         VALUES (gen_random_uuid(), 'pgbench', {creator}, now(), 'off') RETURNING id AS chat_id \\gset"
     );
     match strategy {
         InsertStrategy::PerRow => {
-            for m in members {
+            for j in 0..size {
                 let _ = writeln!(
                     s,
-                    "INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, '{m}', now());"
+                    "INSERT INTO chat_members (chat_id, user_id, joined_at) VALUES ((:chat_id)::uuid, {}, now());",
+                    sets.member(j)
                 );
             }
         }
@@ -87,7 +140,7 @@ pub fn script(strategy: InsertStrategy, members: &[Uuid]) -> Result<String, Stri
         // variable references a statement, and a chat of 1,000 members
         // would need one a row.
         InsertStrategy::Batch => {
-            let rows: Vec<String> = members.iter().map(|m| format!("('{m}'::uuid)")).collect();
+            let rows: Vec<String> = (0..size).map(|j| format!("({})", sets.member(j))).collect();
             let _ = writeln!(
                 s,
                 "INSERT INTO chat_members (chat_id, user_id, joined_at) \
@@ -102,8 +155,8 @@ pub fn script(strategy: InsertStrategy, members: &[Uuid]) -> Result<String, Stri
             let _ = writeln!(
                 s,
                 "INSERT INTO chat_members (chat_id, user_id, joined_at) \
-                 SELECT (:chat_id)::uuid, u.user_id, now() FROM unnest('{}'::uuid[]) AS u(user_id);",
-                uuid_array(members)
+                 SELECT (:chat_id)::uuid, u.user_id, now() FROM unnest({}) AS u(user_id);",
+                sets.array()
             );
         }
     }
@@ -122,15 +175,17 @@ pub(crate) fn uuid_array(ids: &[Uuid]) -> String {
 }
 
 /// `single`'s one statement, in autocommit: no BEGIN, no COMMIT.
-fn single_script(creator: &Uuid, members: &[Uuid]) -> String {
+fn single_script(sets: &Sets<'_>) -> String {
     format!(
-        "WITH new_chat AS (INSERT INTO chats (id, name, creator_id, created_at, publish_mode) \
-         VALUES (gen_random_uuid(), 'pgbench', '{creator}', now(), 'off') RETURNING id), \
+        "{draw}WITH new_chat AS (INSERT INTO chats (id, name, creator_id, created_at, publish_mode) \
+         VALUES (gen_random_uuid(), 'pgbench', {creator}, now(), 'off') RETURNING id), \
          new_members AS (INSERT INTO chat_members (chat_id, user_id, joined_at) \
-         SELECT c.id, u.user_id, now() FROM new_chat c, unnest('{}'::uuid[]) AS u(user_id)) \
+         SELECT c.id, u.user_id, now() FROM new_chat c, unnest({ids}) AS u(user_id)) \
          INSERT INTO messages (id, chat_id, sender_id, kind, body, created_at, publish_mode) \
          SELECT gen_random_uuid(), c.id, NULL, 'system', 'room created', now(), 'off' FROM new_chat c;\n",
-        uuid_array(members)
+        draw = sets.draw(),
+        creator = sets.member(0),
+        ids = sets.array()
     )
 }
 
@@ -138,21 +193,23 @@ fn single_script(creator: &Uuid, members: &[Uuid]) -> String {
 /// mode, BEGIN to COMMIT sent before any answer is read. The chat id is
 /// the md5 of a random number, as no statement may wait for another's
 /// `RETURNING` inside a pipeline.
-fn pipeline_script(creator: &Uuid, members: &[Uuid]) -> String {
+fn pipeline_script(sets: &Sets<'_>) -> String {
     let chat = "md5((:chat_seed)::text)::uuid";
     format!(
-        "\\set chat_seed random(1, 9223372036854775807)\n\
+        "{draw}\\set chat_seed random(1, 9223372036854775807)\n\
          \\startpipeline\n\
          BEGIN;\n\
          INSERT INTO chats (id, name, creator_id, created_at, publish_mode) \
-         VALUES ({chat}, 'pgbench', '{creator}', now(), 'off');\n\
+         VALUES ({chat}, 'pgbench', {creator}, now(), 'off');\n\
          INSERT INTO chat_members (chat_id, user_id, joined_at) \
-         SELECT {chat}, u.user_id, now() FROM unnest('{ids}'::uuid[]) AS u(user_id);\n\
+         SELECT {chat}, u.user_id, now() FROM unnest({ids}) AS u(user_id);\n\
          INSERT INTO messages (id, chat_id, sender_id, kind, body, created_at, publish_mode) \
          VALUES (gen_random_uuid(), {chat}, NULL, 'system', 'room created', now(), 'off');\n\
          COMMIT;\n\
          \\endpipeline\n",
-        ids = uuid_array(members)
+        draw = sets.draw(),
+        creator = sets.member(0),
+        ids = sets.array()
     )
 }
 
@@ -181,14 +238,22 @@ pub fn parse_tps(output: &str) -> Option<f64> {
 pub fn run(spec: &BaselineSpec) -> Result<f64, LoadError> {
     std::fs::create_dir_all(&spec.work_dir).map_err(|e| LoadError::file(&spec.work_dir, e))?;
     let mut rng = Rng::new(0xBA5E);
+    let sets: Vec<Vec<Uuid>> = (0..VARIANTS)
+        .map(|_| pick_members(&spec.users, spec.members, &mut rng))
+        .collect();
+    // batch mixes a script a set; the prepared modes draw the set inside one.
+    let scripts: Vec<&[Vec<Uuid>]> = if protocol(spec.strategy) == "prepared" {
+        vec![&sets[..]]
+    } else {
+        sets.chunks(1).collect()
+    };
     let mut files = Vec::new();
-    for i in 0..VARIANTS {
-        let members = pick_members(&spec.users, spec.members, &mut rng);
+    for (i, sets) in scripts.into_iter().enumerate() {
         let path = spec.work_dir.join(format!(
             "createchat-{}-{}-{i}.sql",
             spec.strategy, spec.members
         ));
-        let script = script(spec.strategy, &members).map_err(LoadError::Usage)?;
+        let script = script(spec.strategy, sets).map_err(LoadError::Usage)?;
         std::fs::write(&path, script).map_err(|e| LoadError::file(&path, e))?;
         files.push(path);
     }
@@ -232,9 +297,10 @@ mod tests {
     #[test]
     fn scripts_send_the_strategy_s_statements() {
         let members: Vec<Uuid> = (0..3).map(|_| Uuid::now_v7()).collect();
-        let per_row = script(InsertStrategy::PerRow, &members).unwrap();
+        let one = std::slice::from_ref(&members);
+        let per_row = script(InsertStrategy::PerRow, one).unwrap();
         assert_eq!(per_row.matches("INSERT INTO chat_members").count(), 3);
-        let batch = script(InsertStrategy::Batch, &members).unwrap();
+        let batch = script(InsertStrategy::Batch, one).unwrap();
         assert_eq!(batch.matches("INSERT INTO chat_members").count(), 1);
         assert_eq!(
             batch.matches("::uuid)").count(),
@@ -244,24 +310,24 @@ mod tests {
         // One variable reference for any member count (pgbench's limit
         // is 255 a statement).
         let many: Vec<Uuid> = (0..1000).map(|_| Uuid::now_v7()).collect();
-        let big = script(InsertStrategy::Batch, &many).unwrap();
+        let big = script(InsertStrategy::Batch, std::slice::from_ref(&many)).unwrap();
         assert_eq!(
             big.matches("(:chat_id)::uuid").count(),
             2,
             "{}",
             &big[..200]
         );
-        let unnest = script(InsertStrategy::Unnest, &members).unwrap();
+        let unnest = script(InsertStrategy::Unnest, one).unwrap();
         assert!(unnest.contains("unnest('{"));
         for s in [&per_row, &batch, &unnest] {
             assert!(s.starts_with("BEGIN;") && s.ends_with("COMMIT;\n"));
             assert!(s.contains("\\gset") && s.contains("'room created'"));
         }
-        let single = script(InsertStrategy::Single, &members).unwrap();
+        let single = script(InsertStrategy::Single, one).unwrap();
         assert_eq!(single.matches(';').count(), 1, "one statement: {single}");
         assert!(!single.contains("BEGIN") && !single.contains("COMMIT"));
         assert!(single.contains("unnest('{") && single.contains("'room created'"));
-        let pipeline = script(InsertStrategy::Pipeline, &members).unwrap();
+        let pipeline = script(InsertStrategy::Pipeline, one).unwrap();
         let lines: Vec<&str> = pipeline.lines().collect();
         assert_eq!(lines[1], "\\startpipeline");
         assert_eq!(lines[2], "BEGIN;");
@@ -275,6 +341,37 @@ mod tests {
         assert!(script(InsertStrategy::Batch, &[]).is_err());
         assert_eq!(protocol(InsertStrategy::Batch), "extended");
         assert_eq!(protocol(InsertStrategy::PerRow), "prepared");
+    }
+
+    #[test]
+    fn prepared_scripts_draw_their_members_from_every_set() {
+        let sets: Vec<Vec<Uuid>> = (0..3)
+            .map(|_| (0..2).map(|_| Uuid::now_v7()).collect())
+            .collect();
+        for strategy in [
+            InsertStrategy::PerRow,
+            InsertStrategy::Unnest,
+            InsertStrategy::Single,
+            InsertStrategy::Pipeline,
+        ] {
+            let s = script(strategy, &sets).unwrap();
+            assert!(s.starts_with("\\set k random(1, 3)\n"), "{s}");
+            for id in sets.iter().flatten() {
+                assert!(s.contains(&id.to_string()), "{strategy}: {id} missing");
+            }
+        }
+        let per_row = script(InsertStrategy::PerRow, &sets).unwrap();
+        assert_eq!(
+            per_row.matches("[:k]").count(),
+            1 + 2,
+            "creator and each member"
+        );
+        let unnest = script(InsertStrategy::Unnest, &sets).unwrap();
+        assert!(unnest.contains("::uuid[])[(:k):(:k)]"));
+        // Sets of unequal size cannot share an array; batch takes one.
+        let ragged = vec![sets[0].clone(), sets[1][..1].to_vec()];
+        assert!(script(InsertStrategy::Unnest, &ragged).is_err());
+        assert!(script(InsertStrategy::Batch, &sets).is_err());
     }
 
     #[test]
