@@ -100,6 +100,7 @@ impl Application {
         // handed over in HTTP_ADDR is then still free when it is bound (seen:
         // the mock cluster's broker took it first, and startup failed).
         warn_if_backlog_is_capped(settings.http.backlog);
+        warn_if_sets_may_not_stick(&settings.db.session);
         let (listener, port) = bind(settings.http.addr, settings.http.backlog)?;
         let (ops_listener, ops_port) = bind(settings.http.ops_addr, settings.http.backlog)?;
         if settings.run_migrations {
@@ -457,6 +458,21 @@ fn warn_if_backlog_is_capped(backlog: u32) {
             backlog,
             somaxconn,
             "the kernel caps HTTP_BACKLOG at net.core.somaxconn: raise it (sysctl) or lower HTTP_BACKLOG"
+        );
+    }
+}
+
+/// A statement cache turned off means a transaction pooler, most likely;
+/// there the session `SET`s chatlab sends stay on whichever server
+/// connection ran them, so the timeouts would hold on some connections
+/// and not others, silently. Say so at startup.
+fn warn_if_sets_may_not_stick(session: &chatlab_persistence::SessionSettings) {
+    if !session.statement_cache && session.apply_on_connect {
+        tracing::warn!(
+            "DB_STATEMENT_CACHE=false with DB_SESSION_SETTINGS=true: behind a transaction \
+             pooler the session SETs (timeouts, application_name) do not follow the \
+             connection; set them on the database and DB_SESSION_SETTINGS=false \
+             (docs/operations.md, \"PgBouncer\")"
         );
     }
 }
