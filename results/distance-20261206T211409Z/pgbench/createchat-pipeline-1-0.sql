@@ -1,0 +1,9 @@
+\set k random(1, 16)
+\set chat_seed random(1, 9223372036854775807)
+\startpipeline
+BEGIN;
+INSERT INTO chats (id, name, creator_id, created_at, publish_mode) VALUES (md5((:chat_seed)::text)::uuid, 'pgbench', ('{01a24d4c-5a7e-730d-9633-5e6f99789ece,01a24d4c-5a7d-77da-86a5-13c80c34ec2f,01a24d4c-5a7c-723d-a20e-c78a087d5f50,01a24d4c-5a7c-723d-a20e-c505edf136a3,01a24d4c-5a7e-730d-9633-5d3a4016635e,01a24d4c-5a7e-730d-9633-5f2fdf53d8be,01a24d4c-5a7c-723d-a20e-c8e5b308af01,01a24d4c-5a7e-730d-9633-5dc8ede29a3c,01a24d4c-5a7d-77da-86a5-11601cddf91d,01a24d4c-5a7e-730d-9633-5fda985b7165,01a24d4c-5a7d-77da-86a5-134b1b5854e4,01a24d4c-5a7c-723d-a20e-c853d4f95576,01a24d4c-5a7e-730d-9633-5f07ba31264d,01a24d4c-5a7d-77da-86a5-0fa423a94e94,01a24d4c-5a7d-77da-86a5-0ef426e3fece,01a24d4c-5a7d-77da-86a5-141040d72c35}'::uuid[])[:k], now(), 'off');
+INSERT INTO chat_members (chat_id, user_id, joined_at) SELECT md5((:chat_seed)::text)::uuid, u.user_id, now() FROM unnest(('{{01a24d4c-5a7e-730d-9633-5e6f99789ece},{01a24d4c-5a7d-77da-86a5-13c80c34ec2f},{01a24d4c-5a7c-723d-a20e-c78a087d5f50},{01a24d4c-5a7c-723d-a20e-c505edf136a3},{01a24d4c-5a7e-730d-9633-5d3a4016635e},{01a24d4c-5a7e-730d-9633-5f2fdf53d8be},{01a24d4c-5a7c-723d-a20e-c8e5b308af01},{01a24d4c-5a7e-730d-9633-5dc8ede29a3c},{01a24d4c-5a7d-77da-86a5-11601cddf91d},{01a24d4c-5a7e-730d-9633-5fda985b7165},{01a24d4c-5a7d-77da-86a5-134b1b5854e4},{01a24d4c-5a7c-723d-a20e-c853d4f95576},{01a24d4c-5a7e-730d-9633-5f07ba31264d},{01a24d4c-5a7d-77da-86a5-0fa423a94e94},{01a24d4c-5a7d-77da-86a5-0ef426e3fece},{01a24d4c-5a7d-77da-86a5-141040d72c35}}'::uuid[])[(:k):(:k)]) AS u(user_id);
+INSERT INTO messages (id, chat_id, sender_id, kind, body, created_at, publish_mode) VALUES (gen_random_uuid(), md5((:chat_seed)::text)::uuid, NULL, 'system', 'room created', now(), 'off');
+COMMIT;
+\endpipeline
