@@ -121,7 +121,7 @@ async fn read_side(
 }
 
 async fn write_side(mut rx: mpsc::Receiver<Item>, mut to: OwnedWriteHalf, shared: &Shared) {
-    let Ok(timer) = PreciseTimer::new() else {
+    let Ok(mut timer) = PreciseTimer::new() else {
         return;
     };
     let mut blackhole = shared.blackhole.clone();

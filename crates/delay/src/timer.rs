@@ -2,6 +2,12 @@
 //! high-resolution timer, no slack) watched by tokio's reactor. tokio's
 //! own timer wheel has millisecond granularity, which would round every
 //! 100 µs delay up to a millisecond.
+//!
+//! A timer can still wake late: on a virtual machine a vCPU that halts
+//! for a sleep longer than the hypervisor's halt-polling window (about
+//! 200 µs by default) takes a host wake-up of 50 to 150 µs to run again,
+//! while shorter sleeps end on time. So each timer learns how late its
+//! long sleeps wake, arms that much early, and sleeps the short rest.
 
 use std::io;
 use std::os::fd::OwnedFd;
@@ -18,10 +24,17 @@ use tokio::io::unix::AsyncFd;
 /// and waking for it costs about as much.
 const TOO_CLOSE: Duration = Duration::from_micros(5);
 
+/// The most a timer arms early: a wake-up later than this is a loaded
+/// machine, not a halted vCPU, and arming earlier would not help.
+const MAX_EARLY: Duration = Duration::from_micros(400);
+
 /// A one-shot timer with nanosecond resolution, for one task at a time.
 #[derive(Debug)]
 pub struct PreciseTimer {
     fd: AsyncFd<OwnedFd>,
+    /// How late the long sleeps have woken, smoothed: what the next long
+    /// sleep arms early by.
+    early: Duration,
 }
 
 impl PreciseTimer {
@@ -37,17 +50,48 @@ impl PreciseTimer {
         // `register_with_interest`, is `unsafe`, which the workspace forbids.
         #[allow(deprecated)]
         let fd = AsyncFd::with_interest(fd, Interest::READABLE)?;
-        Ok(Self { fd })
+        Ok(Self {
+            fd,
+            early: Duration::ZERO,
+        })
     }
 
-    /// Returns at `deadline` (at once when it has passed).
-    pub async fn sleep_until(&self, deadline: Instant) -> io::Result<()> {
+    /// How early the next long sleep arms, learnt from the last ones.
+    pub fn early(&self) -> Duration {
+        self.early
+    }
+
+    /// Returns at `deadline` (at once when it has passed): arms early by
+    /// the wake-up lateness learnt so far, then sleeps what is left.
+    pub async fn sleep_until(&mut self, deadline: Instant) -> io::Result<()> {
         let Some(left) = deadline.checked_duration_since(Instant::now()) else {
             return Ok(());
         };
         if left < TOO_CLOSE {
             return Ok(());
         }
+        if left > self.early + TOO_CLOSE {
+            let target = deadline - self.early;
+            self.sleep_for(left - self.early).await?;
+            let late = Instant::now().saturating_duration_since(target);
+            // An exponential average over about eight sleeps.
+            self.early = ((self.early * 7 + late) / 8).min(MAX_EARLY);
+        }
+        match deadline.checked_duration_since(Instant::now()) {
+            Some(rest) if rest >= TOO_CLOSE => self.sleep_for(rest).await,
+            Some(_) => {
+                // A few microseconds: not worth a timer, and never early.
+                while Instant::now() < deadline {
+                    std::hint::spin_loop();
+                }
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// One arming of the timerfd for `left`, and the wait for it.
+    async fn sleep_for(&self, left: Duration) -> io::Result<()> {
         let zero = Timespec {
             tv_sec: 0,
             tv_nsec: 0,
@@ -81,7 +125,7 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread")]
     async fn wakes_within_a_fraction_of_a_millisecond() {
-        let timer = PreciseTimer::new().unwrap();
+        let mut timer = PreciseTimer::new().unwrap();
         let mut late = Vec::new();
         for _ in 0..50 {
             let deadline = Instant::now() + Duration::from_micros(300);
@@ -99,5 +143,18 @@ mod tests {
             late[25]
         );
         timer.sleep_until(Instant::now()).await.unwrap();
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn arming_early_never_wakes_before_the_deadline() {
+        let mut timer = PreciseTimer::new().unwrap();
+        for micros in [1_000, 2_500, 150, 1_000, 40, 5_000, 1_000, 700] {
+            for _ in 0..4 {
+                let deadline = Instant::now() + Duration::from_micros(micros);
+                timer.sleep_until(deadline).await.unwrap();
+                assert!(Instant::now() >= deadline, "woke early at {micros} µs");
+                assert!(timer.early() <= MAX_EARLY);
+            }
+        }
     }
 }
