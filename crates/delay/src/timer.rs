@@ -6,8 +6,11 @@
 //! A timer can still wake late: on a virtual machine a vCPU that halts
 //! for a sleep longer than the hypervisor's halt-polling window (about
 //! 200 µs by default) takes a host wake-up of 50 to 150 µs to run again,
-//! while shorter sleeps end on time. So each timer learns how late its
-//! long sleeps wake, arms that much early, and sleeps the short rest.
+//! and on busy cores the woken thread waits its turn. A second, shorter
+//! sleep to make up the difference pays that again, so each timer instead
+//! arms once, early by the lateness it has learnt, and corrects the
+//! estimate from every wake-up: on average a chunk leaves on time, any one
+//! of them early or late by the wake-ups' jitter.
 
 use std::io;
 use std::os::fd::OwnedFd;
@@ -32,8 +35,8 @@ const MAX_EARLY: Duration = Duration::from_micros(400);
 #[derive(Debug)]
 pub struct PreciseTimer {
     fd: AsyncFd<OwnedFd>,
-    /// How late the long sleeps have woken, smoothed: what the next long
-    /// sleep arms early by.
+    /// How late the wake-ups have been, smoothed: what the next sleep
+    /// arms early by.
     early: Duration,
 }
 
@@ -56,13 +59,14 @@ impl PreciseTimer {
         })
     }
 
-    /// How early the next long sleep arms, learnt from the last ones.
+    /// How early the next sleep arms, learnt from the last wake-ups.
     pub fn early(&self) -> Duration {
         self.early
     }
 
-    /// Returns at `deadline` (at once when it has passed): arms early by
-    /// the wake-up lateness learnt so far, then sleeps what is left.
+    /// Returns close to `deadline`, on average at it (at once when it has
+    /// passed): arms early by the wake-up lateness learnt so far, then
+    /// moves the estimate an eighth of the way towards this wake-up's error.
     pub async fn sleep_until(&mut self, deadline: Instant) -> io::Result<()> {
         let Some(left) = deadline.checked_duration_since(Instant::now()) else {
             return Ok(());
@@ -70,24 +74,16 @@ impl PreciseTimer {
         if left < TOO_CLOSE {
             return Ok(());
         }
-        if left > self.early + TOO_CLOSE {
-            let target = deadline - self.early;
-            self.sleep_for(left - self.early).await?;
-            let late = Instant::now().saturating_duration_since(target);
-            // An exponential average over about eight sleeps.
-            self.early = ((self.early * 7 + late) / 8).min(MAX_EARLY);
+        let armed = left.saturating_sub(self.early);
+        if armed >= TOO_CLOSE {
+            self.sleep_for(armed).await?;
         }
-        match deadline.checked_duration_since(Instant::now()) {
-            Some(rest) if rest >= TOO_CLOSE => self.sleep_for(rest).await,
-            Some(_) => {
-                // A few microseconds: not worth a timer, and never early.
-                while Instant::now() < deadline {
-                    std::hint::spin_loop();
-                }
-                Ok(())
-            }
-            None => Ok(()),
-        }
+        let now = Instant::now();
+        self.early = match now.checked_duration_since(deadline) {
+            Some(late) => (self.early + late / 8).min(MAX_EARLY),
+            None => self.early.saturating_sub((deadline - now) / 8),
+        };
+        Ok(())
     }
 
     /// One arming of the timerfd for `left`, and the wait for it.
@@ -126,35 +122,46 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn wakes_within_a_fraction_of_a_millisecond() {
         let mut timer = PreciseTimer::new().unwrap();
-        let mut late = Vec::new();
+        let mut off = Vec::new();
         for _ in 0..50 {
             let deadline = Instant::now() + Duration::from_micros(300);
             timer.sleep_until(deadline).await.unwrap();
             let now = Instant::now();
-            assert!(now >= deadline, "woke early");
-            late.push(now - deadline);
+            // Early by at most what it has learnt to arm early by.
+            assert!(now + MAX_EARLY >= deadline, "woke too early");
+            off.push(if now >= deadline {
+                now - deadline
+            } else {
+                deadline - now
+            });
         }
-        late.sort();
+        off.sort();
         // tokio's timer would be up to a millisecond late; the median here
         // is tens of microseconds (a loaded CI machine gets some slack).
         assert!(
-            late[25] < Duration::from_micros(500),
-            "median lateness {:?}",
-            late[25]
+            off[25] < Duration::from_micros(500),
+            "median error {:?}",
+            off[25]
         );
         timer.sleep_until(Instant::now()).await.unwrap();
     }
 
     #[tokio::test(flavor = "current_thread")]
-    async fn arming_early_never_wakes_before_the_deadline() {
+    async fn the_learnt_lead_stays_within_its_bound_and_a_past_deadline_returns_at_once() {
         let mut timer = PreciseTimer::new().unwrap();
         for micros in [1_000, 2_500, 150, 1_000, 40, 5_000, 1_000, 700] {
             for _ in 0..4 {
                 let deadline = Instant::now() + Duration::from_micros(micros);
                 timer.sleep_until(deadline).await.unwrap();
-                assert!(Instant::now() >= deadline, "woke early at {micros} µs");
                 assert!(timer.early() <= MAX_EARLY);
+                assert!(Instant::now() + MAX_EARLY >= deadline, "woke too early");
             }
         }
+        let before = Instant::now();
+        timer
+            .sleep_until(before - Duration::from_millis(1))
+            .await
+            .unwrap();
+        assert!(before.elapsed() < Duration::from_millis(50));
     }
 }
