@@ -118,9 +118,13 @@ pub fn comparable(a: &CellResult, b: &CellResult) -> Option<&'static str> {
         ("strategy", a.strategy != b.strategy),
         ("mode", a.publish_mode != b.publish_mode),
     ];
-    let mut differing = diffs.iter().filter(|(_, d)| *d);
-    match (differing.next(), differing.next()) {
-        (Some((name, _)), None) => Some(name),
+    the_only(diffs.iter().filter(|(_, d)| *d).map(|(name, _)| *name))
+}
+
+/// The one item `items` yields, when it yields exactly one.
+pub fn the_only<T>(mut items: impl Iterator<Item = T>) -> Option<T> {
+    match (items.next(), items.next()) {
+        (Some(item), None) => Some(item),
         _ => None,
     }
 }

@@ -14,6 +14,7 @@ use clap::Args;
 
 use crate::error::LoadError;
 use crate::figures::markdown_table::tables;
+use crate::rounds::the_only;
 use crate::uncertainty::Interval;
 
 #[derive(Debug, Args)]
@@ -74,11 +75,7 @@ fn differing_part(a: &Rounds, b: &Rounds) -> Option<usize> {
     if a.parts.len() != b.parts.len() {
         return None;
     }
-    let mut diff = (0..a.parts.len()).filter(|&i| a.parts[i] != b.parts[i]);
-    match (diff.next(), diff.next()) {
-        (Some(i), None) => Some(i),
-        _ => None,
-    }
+    the_only((0..a.parts.len()).filter(|&i| a.parts[i] != b.parts[i]))
 }
 
 fn markdown(run: &str, cells: &[Rounds]) -> String {
