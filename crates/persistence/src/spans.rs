@@ -11,7 +11,7 @@ use diesel::query_builder::{QueryBuilder as _, QueryFragment};
 use tracing::Span;
 use tracing::field::Empty;
 
-use crate::pool_metrics::POOL_NAME;
+use crate::database::pool_metrics::POOL_NAME;
 
 /// From asking for a connection to having one (or giving up).
 pub(crate) fn connection_wait(parent: &Span) -> Span {

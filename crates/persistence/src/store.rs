@@ -17,23 +17,23 @@ use chatlab_domain::{
 use tokio::sync::Notify;
 
 use crate::config::DbConfig;
-use crate::create_chat::{
-    ChatWrite, create_chat_inner, create_chat_single, pipeline_statements, pipeline_write,
-};
 use crate::database::Database;
+use crate::database::pool_metrics::PoolMetrics;
 use crate::error_mapping::{name_unknown_users, query_err};
-use crate::fanout::insert_fanned;
-use crate::idempotency::{self, Claimed};
+use crate::events::publishing::{PublishPlan, TxError};
 use crate::models::UserRow;
-use crate::pool_metrics::PoolMetrics;
-use crate::publish_plan::{PublishPlan, TxError};
 use crate::queries::{InsertInboxFromMembers, InsertTalkIfMember};
-use crate::read_markers::{MarkerMetrics, ReadMarkers};
 use crate::reads;
-use crate::row_writes::WriteCount;
+use crate::reads::read_markers::{MarkerMetrics, ReadMarkers};
 use crate::schema::users;
 use crate::session::DbSession;
-use crate::write_metrics::WriteMetrics;
+use crate::writes::create_chat::{
+    ChatWrite, create_chat_inner, create_chat_single, pipeline_statements, pipeline_write,
+};
+use crate::writes::fanout::insert_fanned;
+use crate::writes::idempotency::{self, Claimed};
+use crate::writes::row_writes::WriteCount;
+use crate::writes::write_metrics::WriteMetrics;
 
 /// Users per multi-row INSERT in bulk creation (three columns each).
 const USER_ROWS_PER_STATEMENT: usize = chatlab_domain::write_plan::rows_per_statement(3);

@@ -1,3 +1,6 @@
+//! Connections: where every unit of work gets one ([`Database`], its
+//! acquire timeout and queue), how each is opened and set up, and the pool's metrics.
+//!
 //! [`Database`]: where every unit of work gets its connection. The ways of
 //! getting one (async or blocking driver, pooled or not) are small
 //! implementations of their own ([`source`]); the layout ([`slices`]) says
@@ -14,8 +17,13 @@
 //! queue ahead of me", for everyone, and the two drivers queue alike, so
 //! comparing them compares the drivers.
 
+pub(crate) mod async_home;
+pub mod blocking_manager;
+pub(crate) mod connect_failures;
+pub mod pool_metrics;
 mod pooled_async;
 mod pooled_blocking;
+pub(crate) mod session_settings;
 mod slices;
 mod source;
 mod stall;
@@ -33,11 +41,11 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::timeout_at;
 use tracing::Instrument as _;
 
-use crate::async_home::Handoff;
 use crate::config::{DbConfig, Driver, PoolLayout, Pooling};
-use crate::connect_failures::ConnectFailures;
+use crate::database::async_home::Handoff;
+use crate::database::connect_failures::ConnectFailures;
+use crate::database::pool_metrics::{PendingGuard, PoolMetrics, secs};
 use crate::errors::PersistenceError;
-use crate::pool_metrics::{PendingGuard, PoolMetrics, secs};
 use crate::session::{Conn, DbSession};
 use crate::spans;
 use slices::Slice;
@@ -97,7 +105,7 @@ impl Database {
             live: Arc::new(AtomicU32::new(0)),
         };
         // Shared: the runtime that builds the pool runs every unit of work
-        // and drives every connection ([`crate::async_home`]). Per worker:
+        // and drives every connection ([`crate::database::async_home`]). Per worker:
         // the worker that adopts a slice does, for that slice.
         let home = match config.layout {
             PoolLayout::Shared => tokio::runtime::Handle::try_current().ok(),
@@ -164,7 +172,7 @@ impl Database {
     /// driver, a blocking thread on the other). On the async driver the
     /// unit runs on its slice's runtime: the caller's own, when the caller
     /// is the worker that owns the slice (no thread is crossed), else the
-    /// runtime that built or adopted the slice ([`crate::async_home`]). A
+    /// runtime that built or adopted the slice ([`crate::database::async_home`]). A
     /// unit of work cut short between the broker's acknowledgement and
     /// COMMIT would leave an event on the topic for a write that rolls back
     /// (in_tx_await's phantom).
@@ -353,7 +361,7 @@ impl Database {
             Ok(Ok(permit)) => Ok(Some(permit)),
             // Timed out in the queue (the semaphore is never closed): the
             // ones ahead held every turn.
-            Ok(Err(_)) | Err(_) => Err(pooled_async::timed_out(&inner.shared.failures, asked)),
+            Ok(Err(_)) | Err(_) => Err(inner.shared.failures.timed_out(asked)),
         }
     }
 

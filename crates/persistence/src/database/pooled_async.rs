@@ -12,10 +12,10 @@ use tokio::time::timeout_at;
 
 use super::source::{AsyncSource, Shared};
 use crate::config::DbConfig;
-use crate::connect_failures::ConnectFailures;
+use crate::database::connect_failures::ConnectFailures;
+use crate::database::session_settings::manager_config;
 use crate::errors::PersistenceError;
 use crate::session::Conn;
-use crate::session_settings::manager_config;
 
 type Pool = bb8::Pool<AsyncDieselConnectionManager<AsyncPgConnection>>;
 
@@ -66,7 +66,7 @@ impl AsyncSource for Bb8 {
                 Ok(Err(RunError::User(e))) => Err(PersistenceError::Connect(Box::new(e))),
                 // bb8 reports a checkout whose connects all failed as a
                 // timeout: tell it from a busy pool by what happened.
-                Ok(Err(RunError::TimedOut)) | Err(_) => Err(timed_out(&self.failures, started)),
+                Ok(Err(RunError::TimedOut)) | Err(_) => Err(self.failures.timed_out(started)),
             }
         }
         .boxed()
@@ -75,15 +75,5 @@ impl AsyncSource for Bb8 {
     fn state(&self) -> (u32, u32) {
         let s = self.pool.state();
         (s.connections, s.idle_connections)
-    }
-}
-
-/// Why a wait for a connection that began at `since` timed out: a connect
-/// failed meanwhile (the database is unreachable), or every connection
-/// stayed busy. Neither pool tells the two apart itself.
-pub(crate) fn timed_out(failures: &ConnectFailures, since: Instant) -> PersistenceError {
-    match failures.since(since) {
-        Some(e) => PersistenceError::Connect(Box::new(e)),
-        None => PersistenceError::PoolTimeout,
     }
 }

@@ -5,14 +5,13 @@ use std::time::{Duration, Instant};
 
 use secrecy::ExposeSecret;
 
-use super::pooled_async::timed_out;
 use super::source::{BlockingSource, Shared};
-use crate::blocking_manager::BlockingManager;
 use crate::config::DbConfig;
-use crate::connect_failures::ConnectFailures;
+use crate::database::blocking_manager::BlockingManager;
+use crate::database::connect_failures::ConnectFailures;
+use crate::database::session_settings::Setup;
 use crate::errors::PersistenceError;
 use crate::session::Conn;
-use crate::session_settings::Setup;
 
 /// An r2d2 pool of diesel's `PgConnection`s.
 pub(crate) struct R2d2 {
@@ -54,7 +53,7 @@ impl BlockingSource for R2d2 {
             .get_timeout(left.max(Duration::from_millis(1)))
             .map(Conn::BlockingPooled)
             // r2d2's error is only text: what happened decides.
-            .map_err(|_| timed_out(&self.failures, asked))
+            .map_err(|_| self.failures.timed_out(asked))
     }
 
     fn state(&self) -> (u32, u32) {

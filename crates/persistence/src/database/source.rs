@@ -12,11 +12,11 @@ use futures_util::future::BoxFuture;
 
 use super::{pooled_async, pooled_blocking, unpooled_async, unpooled_blocking};
 use crate::config::{DbConfig, Driver, Pooling};
-use crate::connect_failures::ConnectFailures;
+use crate::database::connect_failures::ConnectFailures;
+use crate::database::pool_metrics::PoolMetrics;
+use crate::database::session_settings::Setup;
 use crate::errors::PersistenceError;
-use crate::pool_metrics::PoolMetrics;
 use crate::session::Conn;
-use crate::session_settings::Setup;
 
 /// Opens (or checks out) a connection on the async driver, on the runtime
 /// that polls the returned future; its connection task runs there too.

@@ -10,11 +10,11 @@ use tokio::time::timeout_at;
 
 use super::source::{AsyncSource, Shared};
 use crate::config::DbConfig;
+use crate::database::pool_metrics::secs;
+use crate::database::session_settings::Setup;
+use crate::database::session_settings::connect;
 use crate::errors::PersistenceError;
-use crate::pool_metrics::secs;
 use crate::session::Conn;
-use crate::session_settings::Setup;
-use crate::session_settings::connect;
 
 /// Opens a diesel-async connection per unit of work.
 pub(crate) struct Connect {

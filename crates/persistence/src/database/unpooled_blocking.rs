@@ -6,12 +6,12 @@ use std::time::{Duration, Instant};
 use secrecy::{ExposeSecret, SecretString};
 
 use super::source::{BlockingSource, Shared};
-use crate::blocking_manager::connect_blocking;
 use crate::config::DbConfig;
+use crate::database::blocking_manager::connect_blocking;
+use crate::database::pool_metrics::secs;
+use crate::database::session_settings::Setup;
 use crate::errors::PersistenceError;
-use crate::pool_metrics::secs;
 use crate::session::Conn;
-use crate::session_settings::Setup;
 
 /// Opens a `PgConnection` per unit of work.
 pub(crate) struct Connect {

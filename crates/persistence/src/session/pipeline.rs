@@ -188,7 +188,7 @@ impl DbSession {
     }
 
     /// Runs one erased statement (a multi-row write's, see
-    /// [`crate::row_writes`]) and waits for its answer: one round trip.
+    /// [`crate::writes::row_writes`]) and waits for its answer: one round trip.
     pub(crate) async fn run(&mut self, statement: Piped) -> QueryResult<usize> {
         let result = self.run_one(statement).await;
         self.count(1, result.as_ref().map_or(0, |n| *n as u64));

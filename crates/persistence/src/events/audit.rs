@@ -67,7 +67,7 @@ struct ReceiptRow {
     occurred_at: DateTime<Utc>,
 }
 
-/// The receipts (see [`crate::receipt_ledger`]) of `topic`'s events that
+/// The receipts (see [`crate::events::receipt_ledger`]) of `topic`'s events that
 /// occurred in `[since, until)`.
 pub async fn receipts(
     db: &Database,

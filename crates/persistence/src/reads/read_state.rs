@@ -19,11 +19,11 @@ use chatlab_domain::{
 
 use crate::error_mapping::query_err;
 use crate::errors::PersistenceError;
-use crate::publish_plan::TxError;
+use crate::events::publishing::TxError;
 use crate::queries::{
     AppendReadMarker, MoveReadMarker, MyChatRow, MyChatsPage, ReadStateOf, ViewerIsMember,
 };
-use crate::read_markers::{HeldMarker, ReadMarkers};
+use crate::reads::read_markers::{HeldMarker, ReadMarkers};
 use crate::schema::{inbox, messages};
 use crate::session::DbSession;
 use crate::store::PgStore;

@@ -17,9 +17,9 @@ use crate::models::{ChatRow, MemberRow, MessageRow};
 use crate::queries::{
     CreateChatSingle, CreateChatSingleWithOutbox, InsertMembersUnnest, InsertOutboxRow, SingleRows,
 };
-use crate::row_writes::{RowSet, WriteCount, write_rows};
 use crate::schema::{chat_members, chats, messages};
 use crate::session::{DbSession, Piped, Pipelined};
+use crate::writes::row_writes::{RowSet, WriteCount, write_rows};
 
 /// A committed createChat's statements, rows and round trips (BEGIN and
 /// COMMIT included).

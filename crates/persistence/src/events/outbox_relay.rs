@@ -50,8 +50,8 @@ use tracing::{Instrument as _, debug, info, warn};
 use chatlab_domain::{Event, EventPublisher, PublishError, PublishMode};
 
 use crate::config::SessionSettings;
+use crate::database::session_settings::{Setup, connect};
 use crate::queries::RELAY_LOCK_CLASS;
-use crate::session_settings::{Setup, connect};
 
 /// How the relay runs.
 #[derive(Debug, Clone)]

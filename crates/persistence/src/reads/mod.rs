@@ -1,4 +1,9 @@
-//! Read queries, each taking a connection so callers can compose them.
+//! Reads: the read queries here, each taking a session so callers can
+//! compose them; a member's read state, markers and unread counts
+//! ([`read_state`]), and the markers held between flushes ([`read_markers`]).
+
+pub(crate) mod read_markers;
+mod read_state;
 
 use std::collections::HashSet;
 

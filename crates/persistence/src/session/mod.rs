@@ -1,3 +1,6 @@
+//! The session: one connection and its statements ([`DbSession`]), its
+//! transactions, and pipelined statements ([`pipeline`]).
+//!
 //! [`DbSession`]: one connection, whichever driver opened it, with the
 //! statement methods every repository query goes through.
 //!
@@ -25,8 +28,8 @@ use diesel_async::{
 use tokio::sync::OwnedSemaphorePermit;
 use tracing::Instrument as _;
 
-use crate::blocking_manager::BlockingManager;
-use crate::pool_metrics::{PoolMetrics, TraceLabel, secs};
+use crate::database::blocking_manager::BlockingManager;
+use crate::database::pool_metrics::{PoolMetrics, TraceLabel, secs};
 use crate::spans;
 
 /// A pooled diesel-async connection.
@@ -175,7 +178,7 @@ impl DbSession {
     /// Round trips this session has made so far: the one place a write's
     /// round trips are counted (each statement, BEGIN, COMMIT and ROLLBACK
     /// one, a pipelined flight one; a VALUES statement on the async driver
-    /// and a COPY two, see [`crate::row_writes`]), as a hop counts them on
+    /// and a COPY two, see [`crate::writes::row_writes`]), as a hop counts them on
     /// the wire. Recorded on the connection-use span as
     /// `chatlab.round_trips` when the connection goes back.
     pub(crate) fn round_trips(&self) -> u64 {

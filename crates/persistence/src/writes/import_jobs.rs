@@ -22,18 +22,18 @@ use chatlab_domain::{
     RepositoryError, RowsBy, StoredResponse, UserId,
 };
 
-use crate::create_chat::Members;
 use crate::error_mapping::{name_unknown_users, query_err};
-use crate::idempotency::{self, Claimed};
+use crate::events::publishing::TxError;
 use crate::models::MessageRow;
-use crate::publish_plan::TxError;
 use crate::queries::{InsertImportedInbox, InsertMessagesUnnest};
 use crate::reads;
-use crate::row_writes::{RowSet, WriteCount, write_rows};
 use crate::schema::{chat_members, chats, messages};
 use crate::session::{DbSession, Piped};
 use crate::store::PgStore;
-use crate::write_metrics::ImportKind;
+use crate::writes::create_chat::Members;
+use crate::writes::idempotency::{self, Claimed};
+use crate::writes::row_writes::{RowSet, WriteCount, write_rows};
+use crate::writes::write_metrics::ImportKind;
 
 /// The rows of one job, shared by its chunks.
 enum Rows {
@@ -314,7 +314,7 @@ impl PgStore {
     /// [`Self::import_members`] under an idempotency key: each chunk claims
     /// its part of the key in its own transaction, so a retry writes only
     /// the chunks that did not commit before (see
-    /// [`crate::idempotency::finish`] for the whole job's response).
+    /// [`crate::writes::idempotency::finish`] for the whole job's response).
     pub async fn import_members_keyed(
         &self,
         job: ImportMembers,

@@ -24,7 +24,7 @@ pub(crate) enum TxError {
     Db(diesel::result::Error),
     /// `in_tx_await` / `in_tx_enqueue`: the broker did not take the event.
     Publish(PublishError),
-    /// The write's idempotency key is refused (see [`crate::idempotency`]).
+    /// The write's idempotency key is refused (see [`crate::writes::idempotency`]).
     Refused(chatlab_domain::RepositoryError),
 }
 
@@ -44,11 +44,11 @@ impl From<TxError> for chatlab_domain::RepositoryError {
     }
 }
 
-impl From<crate::idempotency::ClaimError> for TxError {
-    fn from(e: crate::idempotency::ClaimError) -> Self {
+impl From<crate::writes::idempotency::ClaimError> for TxError {
+    fn from(e: crate::writes::idempotency::ClaimError) -> Self {
         match e {
-            crate::idempotency::ClaimError::Db(e) => Self::Db(e),
-            crate::idempotency::ClaimError::Refused(e) => Self::Refused(e),
+            crate::writes::idempotency::ClaimError::Db(e) => Self::Db(e),
+            crate::writes::idempotency::ClaimError::Refused(e) => Self::Refused(e),
         }
     }
 }

@@ -1,6 +1,6 @@
 //! The blocking driver's connections: how r2d2 opens, checks and discards
 //! diesel's synchronous `PgConnection`, mirroring what
-//! [`crate::session_settings::manager_config`] does for the async driver.
+//! [`crate::database::session_settings::manager_config`] does for the async driver.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -12,9 +12,9 @@ use diesel::pg::PgConnection;
 use diesel::{ConnectionError, ConnectionResult};
 
 use crate::config::Recycle;
-use crate::connect_failures::ConnectFailures;
-use crate::pool_metrics::{PoolMetrics, secs};
-use crate::session_settings::Setup;
+use crate::database::connect_failures::ConnectFailures;
+use crate::database::pool_metrics::{PoolMetrics, secs};
+use crate::database::session_settings::Setup;
 
 /// Opens a blocking connection and sets it up: its session settings (one
 /// extra round trip), and its statement cache off where the setup says so.

@@ -14,7 +14,7 @@ use prometheus_client::registry::{Registry, Unit};
 
 use chatlab_domain::{InsertStrategy, PublishMode};
 
-use crate::pool_metrics::latency_buckets;
+use crate::database::pool_metrics::latency_buckets;
 
 /// Label: the insert strategy.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -192,7 +192,7 @@ impl WriteMetrics {
         kind: ImportKind,
         strategy: InsertStrategy,
         committed: bool,
-        count: crate::row_writes::WriteCount,
+        count: crate::writes::row_writes::WriteCount,
     ) {
         self.import_chunks
             .get_or_create(&ImportChunkLabel {
@@ -224,7 +224,7 @@ impl WriteMetrics {
         &self,
         strategy: InsertStrategy,
         mode: PublishMode,
-        write: crate::create_chat::ChatWrite,
+        write: crate::writes::create_chat::ChatWrite,
         held: Duration,
     ) {
         self.connection_hold

@@ -20,16 +20,16 @@ use chatlab_domain::{
     PublishMode, RemoveMember, RepositoryError, TransferOwnership, UserId,
 };
 
-use crate::create_chat::Members;
 use crate::error_mapping::{name_unknown_users, query_err};
-use crate::idempotency::{self, Claimed};
+use crate::events::publishing::{PublishPlan, TxError};
 use crate::models::MessageRow;
-use crate::publish_plan::{PublishPlan, TxError};
 use crate::reads;
-use crate::row_writes::write_rows;
 use crate::schema::{chat_members, chats, inbox, messages};
 use crate::session::DbSession;
 use crate::store::PgStore;
+use crate::writes::create_chat::Members;
+use crate::writes::idempotency::{self, Claimed};
+use crate::writes::row_writes::write_rows;
 
 /// One membership change's record: its `membership` message.
 struct Change {

@@ -30,13 +30,13 @@ use uuid::Uuid;
 use chatlab_domain::ReadMarkerMode;
 
 use crate::config::SessionSettings;
+use crate::database::pool_metrics::{latency_buckets, secs};
+use crate::database::session_settings::{Setup, connect};
 use crate::errors::PersistenceError;
-use crate::pool_metrics::{latency_buckets, secs};
 use crate::queries::{
     CompactReadMarkerLog, Compacted, FLUSH_LOCK_CLASS, FlagInboxRead, FlushReadMarkers,
     MarkerColumns,
 };
-use crate::session_settings::{Setup, connect};
 
 /// One member's held marker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,8 +10,8 @@ use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 
 use crate::config::{Recycle, SessionSettings};
-use crate::connect_failures::ConnectFailures;
-use crate::pool_metrics::{PoolMetrics, secs};
+use crate::database::connect_failures::ConnectFailures;
+use crate::database::pool_metrics::{PoolMetrics, secs};
 
 /// What every new connection gets right after it opens.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -27,7 +27,7 @@ use uuid::Uuid;
 use chatlab_domain::AckedEvent;
 
 use crate::config::SessionSettings;
-use crate::session_settings::{Setup, connect};
+use crate::database::session_settings::{Setup, connect};
 
 /// How the ledger runs.
 #[derive(Debug, Clone)]

@@ -14,6 +14,8 @@ use std::time::Instant;
 
 use diesel::ConnectionError;
 
+use crate::errors::PersistenceError;
+
 /// A failed connect and when it failed.
 type Failure = (Instant, Arc<ConnectionError>);
 
@@ -35,6 +37,16 @@ impl ConnectFailures {
         last.as_ref()
             .filter(|(at, _)| *at >= since)
             .map(|(_, e)| e.clone())
+    }
+
+    /// Why a wait for a connection that began at `since` timed out: a
+    /// connect failed meanwhile (the database is unreachable), or every
+    /// connection stayed busy. Neither pool tells the two apart itself.
+    pub(crate) fn timed_out(&self, since: Instant) -> PersistenceError {
+        match self.since(since) {
+            Some(e) => PersistenceError::Connect(Box::new(e)),
+            None => PersistenceError::PoolTimeout,
+        }
     }
 }
 

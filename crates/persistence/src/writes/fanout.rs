@@ -21,9 +21,9 @@ use chatlab_domain::{Recipients, Sending, UserId, WritePlan, fanout::mentions};
 use crate::queries::{
     InsertInboxFromMembers, InsertInboxUnnest, InsertTalkIfMember, InsertTalkIfMemberLockingChat,
 };
-use crate::row_writes::{RowSet, WriteCount, write_rows};
 use crate::schema::{chat_members, inbox};
 use crate::session::{DbSession, Piped};
+use crate::writes::row_writes::{RowSet, WriteCount, write_rows};
 
 /// An `inbox` row (every field a value, none a DEFAULT, so a batch of them
 /// can go by COPY).
