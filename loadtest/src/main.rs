@@ -1,62 +1,56 @@
 //! `chatlab-load`: chatlab's load generator and experiment runner.
 //!
+//! Its subcommands, one module each under [`commands`]:
 //! - `run`: one load (closed model with optional ramp stages, or open model
 //!   at a constant arrival rate) with thresholds;
 //! - `matrix`: a grid over strategy × members × VUs × publish mode × pool
 //!   size, strategies alternating A B A B (or mixed per request), with
 //!   optional pgbench baselines; writes `results/<name>-<timestamp>/`;
+//! - `charts`: a run's charts drawn again from its `results.csv`;
+//! - `intervals`: a committed run's 95% intervals computed again from its
+//!   per-round table;
 //! - `crosscheck`: wrk and this harness against the same endpoint, to prove
 //!   the harness is not the bottleneck;
+//! - `baseline`: pgbench alone on each strategy's createChat SQL;
+//! - `broker-check`: does the broker keep what it acknowledges?
 //! - `fault`: a real fault under load (database, broker, server, client
 //!   hang-ups, or a soak), then the invariants;
 //! - `delivery`: commit-to-screen latency per publish mode, over live
-//!   connections to several instances sharing a broker.
+//!   connections to several instances sharing a broker;
+//! - `syncs`: what one Sync is worth, straight to PostgreSQL;
+//! - `markers`: read markers at a steady rate, per mode and fan-out;
+//! - `crossover`: where COPY starts to beat INSERT, straight to PostgreSQL;
+//! - `docs`: the docs' tables of results rendered from their committed runs,
+//!   or checked.
+//!
+//! What they share lives beside them by concern: [`load`] (what the virtual
+//! users send), [`servers`] (the fleet under test), [`observe`] (watching a
+//! run), [`stats`] (what the figures say), [`report`] (the files a run
+//! leaves), [`grid`] (the matrix's engine) and [`figures`] (the docs' cited
+//! figures).
 //!
 //! Traffic goes only to the given (loopback) servers, and every loop is
 //! bounded by its duration. Load goes to the servers' public listeners, as
 //! seeded users holding bearer tokens the harness signed; metrics, audits
 //! and bulk seeding go to their operator listeners (`OPS_ADDR`).
 
-mod auth;
-mod baseline;
-mod broker_check;
-mod charts;
-mod choice;
 mod commands;
-mod delivery;
 mod error;
-mod fault;
 mod figures;
-mod fleet;
 mod grid;
-mod latency;
-mod measure;
-mod model;
-mod noise;
-mod otlp_sink;
-mod procstat;
-mod prom;
-mod reach;
+mod load;
+mod observe;
 mod report;
-mod rounds;
-mod runner;
-mod sampler;
-mod scenario;
-mod schedule;
-mod summary;
-mod thresholds;
-mod traces;
-mod uncertainty;
-mod variant;
-mod verdict;
-mod wal;
+mod servers;
+mod stats;
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
 use crate::commands::{
-    charts as redraw, crosscheck, crossover, docs, intervals, markers, matrix, pgbench, run, syncs,
+    baseline, broker_check, charts, crosscheck, crossover, delivery, docs, fault, intervals,
+    markers, matrix, run, syncs,
 };
 
 #[derive(Debug, Parser)]
@@ -77,7 +71,7 @@ enum Command {
     /// A grid of runs, with tables and charts.
     Matrix(matrix::MatrixArgs),
     /// Draw a run's charts again from its results.csv.
-    Charts(redraw::ChartsArgs),
+    Charts(charts::ChartsArgs),
     /// The 95% intervals a committed run's rounds give, computed again from
     /// its per-round table into intervals.md (for runs made before every
     /// run printed them).
@@ -86,7 +80,7 @@ enum Command {
     Crosscheck(crosscheck::CrosscheckArgs),
     /// pgbench alone on each strategy's createChat SQL (users are seeded
     /// through a spawned server first).
-    Baseline(pgbench::BaselineArgs),
+    Baseline(baseline::BaselineArgs),
     /// Does the broker keep what it acknowledges? Produces to a fresh topic
     /// from several producers (optionally beside busy threads), keeps every
     /// receipt, reads the topic back and reconciles the two.
@@ -126,9 +120,9 @@ async fn main() -> ExitCode {
         Command::Run(args) => run::run(args).await,
         Command::Matrix(args) => matrix::matrix(args).await,
         Command::Crosscheck(args) => crosscheck::crosscheck(args).await,
-        Command::Charts(args) => redraw::charts(args),
+        Command::Charts(args) => charts::charts(args),
         Command::Intervals(args) => intervals::intervals(args),
-        Command::Baseline(args) => pgbench::pgbench_baseline(args).await,
+        Command::Baseline(args) => baseline::baseline(args).await,
         Command::BrokerCheck(args) => broker_check::run(args).await,
         Command::Fault(args) => fault::run(args).await,
         Command::Delivery(args) => delivery::run(args).await,

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::charts;
 use crate::error::LoadError;
-use crate::report;
+use crate::report::charts;
+use crate::report::results;
 
 #[derive(Debug, Args)]
 pub(crate) struct ChartsArgs {
@@ -21,7 +21,7 @@ pub(crate) struct ChartsArgs {
 }
 
 pub(crate) fn charts(args: ChartsArgs) -> Result<bool, LoadError> {
-    let cells = report::read_csv(&args.dir.join("results.csv"))?;
+    let cells = results::read_csv(&args.dir.join("results.csv"))?;
     let subtitle = args.subtitle.unwrap_or_else(|| {
         let mut pools: Vec<u32> = cells.iter().map(|c| c.pool_size).collect();
         pools.sort_unstable();

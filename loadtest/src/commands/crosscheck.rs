@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::measure::closed;
-use crate::scenario::{Scenario, SeedAt, SeedSpec, Workload, seed};
-use crate::schedule::parse_duration;
-use crate::{runner, scenario};
+use crate::load::measure::closed;
+use crate::load::scenario::{Scenario, SeedAt, SeedSpec, Workload, seed};
+use crate::load::schedule::parse_duration;
+use crate::load::{runner, scenario};
 
 use super::{ServerArgs, deploy, http_client, results_dir};
 use crate::error::LoadError;

@@ -32,11 +32,11 @@ use tokio_postgres::types::{IsNull, ToSql, Type, accepts, to_sql_checked};
 use uuid::Uuid;
 
 use crate::error::LoadError;
-use crate::latency::Latencies;
-use crate::reach::{DistanceArgs, Reach};
-use crate::schedule::parse_duration;
-use crate::uncertainty::{Call, Interval};
-use crate::wal::WalProbe;
+use crate::load::latency::Latencies;
+use crate::load::schedule::parse_duration;
+use crate::observe::wal::WalProbe;
+use crate::servers::reach::{DistanceArgs, Reach};
+use crate::stats::uncertainty::{Call, Interval};
 
 use super::{machine_note, results_dir, round_order, write_results};
 

@@ -14,8 +14,8 @@ use clap::Args;
 
 use crate::error::LoadError;
 use crate::figures::markdown_table::tables;
-use crate::rounds::the_only;
-use crate::uncertainty::Interval;
+use crate::stats::rounds::the_only;
+use crate::stats::uncertainty::Interval;
 
 #[derive(Debug, Args)]
 pub(crate) struct IntervalsArgs {

@@ -30,12 +30,12 @@ use uuid::Uuid;
 use chatlab_domain::{MessageFanout, ReadMarkerMode};
 
 use crate::error::LoadError;
-use crate::fleet::Fleet;
-use crate::latency::Latencies;
-use crate::prom::Exposition;
-use crate::reach::Reach;
-use crate::scenario::{Rng, Scenario, SeedAt, SeedSpec, seed, seed_chats};
-use crate::schedule::parse_duration;
+use crate::load::latency::Latencies;
+use crate::load::scenario::{Rng, Scenario, SeedAt, SeedSpec, seed, seed_chats};
+use crate::load::schedule::parse_duration;
+use crate::observe::prom::Exposition;
+use crate::servers::fleet::Fleet;
+use crate::servers::reach::Reach;
 
 use super::{
     ServerArgs, fleet_spec, http_client, machine_note, results_dir, round_order, write_results,
@@ -413,7 +413,7 @@ async fn seed_marks(
     client: &reqwest::Client,
     url: &str,
     ops: &str,
-    signer: &crate::auth::Signer,
+    signer: &crate::load::auth::Signer,
 ) -> Result<Marks, LoadError> {
     let at = SeedAt {
         public: url,

@@ -7,18 +7,20 @@ use clap::Args;
 
 use chatlab_domain::{InsertStrategy, PublishMode};
 
-use crate::choice::Choice;
 use crate::grid::schedule::{Rounds, Stopped};
 use crate::grid::yardstick::Yardstick;
 use crate::grid::{GridSpec, Servers, run_grid};
-use crate::measure::scenario_name;
-use crate::otlp_sink::{self, OtlpSink, SinkCounts};
-use crate::reach::parse_distances;
-use crate::scenario::Scenario;
-use crate::schedule::parse_duration;
-use crate::thresholds::Threshold;
-use crate::variant::ServerVariant;
-use crate::{baseline, charts, report, rounds};
+use crate::load::choice::Choice;
+use crate::load::measure::scenario_name;
+use crate::load::scenario::Scenario;
+use crate::load::schedule::parse_duration;
+use crate::load::yardstick_sql;
+use crate::observe::otlp_sink::{self, OtlpSink, SinkCounts};
+use crate::report::{charts, results};
+use crate::servers::reach::parse_distances;
+use crate::servers::variant::ServerVariant;
+use crate::stats::rounds;
+use crate::stats::thresholds::Threshold;
 
 use super::{
     ServerArgs, TraceArgs, chart_subtitle, check, external, fleet_spec, http_client, machine_note,
@@ -183,7 +185,7 @@ pub(crate) async fn matrix(args: MatrixArgs) -> Result<bool, LoadError> {
         rate: args.rate,
         trace_fraction: args.traces.trace_fraction,
         yardstick: args.baseline.then(|| Yardstick {
-            work_dir: baseline::default_work_dir(&out),
+            work_dir: yardstick_sql::default_work_dir(&out),
         }),
         sample_interval: args.servers.sample_interval,
         seed_users: args.servers.seed_users,
@@ -260,26 +262,26 @@ pub(crate) async fn matrix(args: MatrixArgs) -> Result<bool, LoadError> {
         );
     }
     notes.push_str(&format!("\n{}\n", stopping_note(&outcome.stopped, &args)));
-    let verdict = crate::verdict::verdict(&cells);
+    let verdict = crate::stats::verdict::verdict(&cells);
     if let Some(v) = &verdict {
         notes.push_str(&format!("\n{v}\n"));
     }
-    let summary = crate::summary::summary_markdown(&cells);
+    let summary = crate::stats::summary::summary_markdown(&cells);
     let short = if summary.is_empty() {
-        crate::summary::intervals_markdown(&cells)
+        crate::stats::summary::intervals_markdown(&cells)
     } else {
         summary.clone()
     };
     if !short.is_empty() {
         notes.push_str(&format!("\n## Summary\n\n{INTERVALS}\n\n{short}"));
     }
-    let comparisons = crate::summary::comparisons_markdown(&cells);
+    let comparisons = crate::stats::summary::comparisons_markdown(&cells);
     if !comparisons.is_empty() {
         notes.push_str(&format!(
             "\n## Comparisons\n\nEvery pair of cells that differ in one setting, the faster first: the ratio of each figure, paired by round, with its 95% interval; `~` marks a tie (the interval holds 1).\n\n{comparisons}"
         ));
     }
-    let model = crate::model::model_markdown(&cells);
+    let model = crate::stats::model::model_markdown(&cells);
     if !model.is_empty() {
         notes.push_str(&format!(
             "\n## The round-trip model\n\nEach cell at a distance against its twin on loopback (0 ms): the hold predicted is the twin's plus the round trips the server counted times the round trip added (pgbench `SELECT 1` through the hop, less straight); `on the wire` are the round trips the hop counted per request (a client chunk after a server chunk), `implied by the hold` the hold's growth over the added round trip. The p50 predicted adds the same to the twin's p50, which holds for one client; with more clients than connections the queue adds to it.\n\n{model}"
@@ -289,10 +291,10 @@ pub(crate) async fn matrix(args: MatrixArgs) -> Result<bool, LoadError> {
     if !sink_table.is_empty() {
         notes.push_str(&format!("\n{sink_table}"));
     }
-    report::write(&out, &cells, &notes).map_err(|e| LoadError::file(&out, e))?;
+    results::write(&out, &cells, &notes).map_err(|e| LoadError::file(&out, e))?;
     let subtitle = chart_subtitle(&args.pool_sizes, args.duration, rounds_run);
     let charts = charts::standard(&out, &cells, &subtitle)?;
-    let warnings = rounds::warnings(&cells, &crate::summary::labels(&cells));
+    let warnings = rounds::warnings(&cells, &crate::stats::summary::labels(&cells));
     if args.compact && !summary.is_empty() {
         println!("{summary}");
         if let Some(v) = verdict {
@@ -312,14 +314,14 @@ pub(crate) async fn matrix(args: MatrixArgs) -> Result<bool, LoadError> {
         );
         return Ok(check(&cells, &args.thresholds));
     }
-    println!("{}", report::to_markdown(&cells));
+    println!("{}", results::to_markdown(&cells));
     if !short.is_empty() {
         println!("{short}");
     }
     if !sink_table.is_empty() {
         println!("{sink_table}");
     }
-    print!("{}", report::traces_markdown(&cells));
+    print!("{}", results::traces_markdown(&cells));
     if let Some(v) = verdict {
         println!("{v}\n");
     }

@@ -2,14 +2,17 @@
 //! the server arguments, the HTTP client, the spawned fleet's settings, the
 //! results folder and the machine note.
 
+pub(crate) mod baseline;
+pub(crate) mod broker_check;
 pub(crate) mod charts;
 pub(crate) mod crosscheck;
 pub(crate) mod crossover;
+pub(crate) mod delivery;
 pub(crate) mod docs;
+pub(crate) mod fault;
 pub(crate) mod intervals;
 pub(crate) mod markers;
 pub(crate) mod matrix;
-pub(crate) mod pgbench;
 pub(crate) mod run;
 pub(crate) mod syncs;
 
@@ -19,15 +22,15 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::auth::{DEFAULT_ISSUER, Signer};
 use crate::error::LoadError;
-use crate::fleet::{External, Fleet, FleetSpec};
-use crate::reach::{DistanceArgs, Reach};
-use crate::report::CellResult;
-use crate::sampler;
-use crate::schedule::{self, parse_duration};
-use crate::thresholds::{Threshold, breaches};
-use crate::variant::parse_kv;
+use crate::load::auth::{DEFAULT_ISSUER, Signer};
+use crate::load::schedule::{self, parse_duration};
+use crate::observe::sampler;
+use crate::report::results::CellResult;
+use crate::servers::fleet::{External, Fleet, FleetSpec};
+use crate::servers::reach::{DistanceArgs, Reach};
+use crate::servers::variant::parse_kv;
+use crate::stats::thresholds::{Threshold, breaches};
 
 #[derive(Debug, Args, Clone)]
 pub(crate) struct ServerArgs {

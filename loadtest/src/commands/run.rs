@@ -7,14 +7,14 @@ use clap::Args;
 
 use chatlab_domain::{InsertStrategy, PublishMode};
 
-use crate::choice::Choice;
-use crate::measure::{self, Watched, closed, scenario_name, variants_for};
-use crate::report;
-use crate::report::CellResult;
-use crate::runner::Model;
-use crate::scenario::{Scenario, SeedAt, SeedSpec, Workload, seed};
-use crate::schedule::{self, parse_duration, parse_stages};
-use crate::thresholds::Threshold;
+use crate::load::choice::Choice;
+use crate::load::measure::{self, Watched, closed, scenario_name, variants_for};
+use crate::load::runner::Model;
+use crate::load::scenario::{Scenario, SeedAt, SeedSpec, Workload, seed};
+use crate::load::schedule::{self, parse_duration, parse_stages};
+use crate::report::results;
+use crate::report::results::CellResult;
+use crate::stats::thresholds::Threshold;
 
 use super::{ServerArgs, Stages, TraceArgs, check, deploy, http_client, machine_note, results_dir};
 use crate::error::LoadError;
@@ -155,9 +155,9 @@ pub(crate) async fn run(args: RunArgs) -> Result<bool, LoadError> {
         targets.len(),
         outcome.elapsed.as_secs_f64()
     );
-    report::write(&out, &cells, &notes).map_err(|e| LoadError::file(&out, e))?;
-    println!("{}", report::to_markdown(&cells));
-    print!("{}", report::traces_markdown(&cells));
+    results::write(&out, &cells, &notes).map_err(|e| LoadError::file(&out, e))?;
+    println!("{}", results::to_markdown(&cells));
+    print!("{}", results::traces_markdown(&cells));
     println!("results: {}", out.display());
     Ok(check(&cells, &args.thresholds))
 }

@@ -31,12 +31,12 @@ use uuid::Uuid;
 
 use chatlab_domain::InsertStrategy;
 
-use crate::baseline::{self, uuid_array};
-use crate::fleet::Fleet;
-use crate::reach::Reach;
-use crate::scenario::{Rng, Scenario, SeedAt, SeedSpec, pick_members, seed};
-use crate::schedule::parse_duration;
-use crate::uncertainty::Interval;
+use crate::load::scenario::{Rng, Scenario, SeedAt, SeedSpec, pick_members, seed};
+use crate::load::schedule::parse_duration;
+use crate::load::yardstick_sql::{self, uuid_array};
+use crate::servers::fleet::Fleet;
+use crate::servers::reach::Reach;
+use crate::stats::uncertainty::Interval;
 
 use super::{ServerArgs, fleet_spec, http_client, machine_note, results_dir, write_results};
 use crate::error::LoadError;
@@ -189,7 +189,7 @@ async fn measure(
     let url = url.to_owned();
     match sender {
         Sender::PgbenchPipeline | Sender::PgbenchPlain => {
-            let spec = baseline::BaselineSpec {
+            let spec = yardstick_sql::BaselineSpec {
                 database_url: url,
                 strategy: if sender == Sender::PgbenchPipeline {
                     InsertStrategy::Pipeline
@@ -200,9 +200,9 @@ async fn measure(
                 clients: args.clients,
                 duration: args.duration,
                 users: users.to_vec(),
-                work_dir: baseline::default_work_dir(out),
+                work_dir: yardstick_sql::default_work_dir(out),
             };
-            tokio::task::spawn_blocking(move || baseline::run(&spec)).await?
+            tokio::task::spawn_blocking(move || yardstick_sql::run(&spec)).await?
         }
         Sender::DirectJoined | Sender::DirectAwaited | Sender::DirectSimple => {
             direct(

@@ -3,14 +3,14 @@
 
 use chatlab_domain::InsertStrategy;
 
-use crate::choice::Choice;
-use crate::noise::Noise;
-use crate::prom::HistogramSnapshot;
-use crate::reach::Reach;
-use crate::report::CellResult;
-use crate::rounds::RoundFigures;
-use crate::runner::{RunOutcome, VariantOutcome};
-use crate::sampler::ServerStats;
+use crate::load::choice::Choice;
+use crate::load::runner::{RunOutcome, VariantOutcome};
+use crate::observe::noise::Noise;
+use crate::observe::prom::HistogramSnapshot;
+use crate::observe::sampler::ServerStats;
+use crate::report::results::CellResult;
+use crate::servers::reach::Reach;
+use crate::stats::rounds::RoundFigures;
 
 /// What crossed a delay hop during one run: its counters' change and its
 /// CPU (nothing without a hop).
@@ -87,7 +87,7 @@ pub struct Accumulated {
     /// strategies share one CPU figure).
     cpu_seconds: f64,
     /// Its share of the runs' context switches, split the same way.
-    switches: crate::procstat::Switches,
+    switches: crate::observe::procstat::Switches,
     /// Its share of the runs' imbalanced waits, split the same way.
     imbalanced_waits: f64,
     /// Its share of the WAL the runs wrote, split the same way.

@@ -20,21 +20,21 @@ use std::time::{Duration, Instant};
 use chatlab_delay::Distance;
 use chatlab_domain::{InsertStrategy, PublishMode};
 
-use crate::charts;
-use crate::choice::Choice;
 use crate::error::LoadError;
-use crate::fleet::{External, Fleet, FleetSpec};
-use crate::measure::{Watched, closed, measure, scenario_name, variants_for};
-use crate::noise::NoiseProbe;
-use crate::otlp_sink::{OtlpSink, SinkCounts};
-use crate::reach::{DistanceArgs, Reach};
-use crate::report::CellResult;
-use crate::runner::{self, Model, RunOutcome};
-use crate::sampler::{self, ServerStats};
-use crate::scenario::{Scenario, SeedAt, SeedSpec, Seeded, Workload, seed, seed_chats};
-use crate::variant::ServerVariant;
-use crate::verdict;
-use crate::wal::WalProbe;
+use crate::load::choice::Choice;
+use crate::load::measure::{Watched, closed, measure, scenario_name, variants_for};
+use crate::load::runner::{self, Model, RunOutcome};
+use crate::load::scenario::{Scenario, SeedAt, SeedSpec, Seeded, Workload, seed, seed_chats};
+use crate::observe::noise::NoiseProbe;
+use crate::observe::otlp_sink::{OtlpSink, SinkCounts};
+use crate::observe::sampler::{self, ServerStats};
+use crate::observe::wal::WalProbe;
+use crate::report::charts;
+use crate::report::results::CellResult;
+use crate::servers::fleet::{External, Fleet, FleetSpec};
+use crate::servers::reach::{DistanceArgs, Reach};
+use crate::servers::variant::ServerVariant;
+use crate::stats::verdict;
 
 use cell::{Accumulated, Identity, Measured, Wire};
 use schedule::{Rounds, Stopped, in_round_order};
@@ -780,7 +780,7 @@ mod tests {
                 env: Vec::new(),
                 log_dir: std::env::temp_dir(),
                 signer: Arc::new(
-                    crate::auth::Signer::generate(crate::auth::DEFAULT_ISSUER).unwrap(),
+                    crate::load::auth::Signer::generate(crate::load::auth::DEFAULT_ISSUER).unwrap(),
                 ),
             }),
             variants: vec!["-".parse().unwrap()],
@@ -792,7 +792,7 @@ mod tests {
             pool_sizes: vec![0],
             database_url: "postgres://postgres@127.0.0.1:5432/x".into(),
             distances: vec![None],
-            distance_args: crate::reach::DistanceArgs {
+            distance_args: crate::servers::reach::DistanceArgs {
                 db_rtt: None,
                 db_jitter: String::new(),
                 delay_bin: "chatlab-delay".into(),

@@ -10,8 +10,8 @@ use uuid::Uuid;
 
 use chatlab_domain::InsertStrategy;
 
-use crate::baseline::{self, BaselineSpec};
 use crate::error::LoadError;
+use crate::load::yardstick_sql::{self, BaselineSpec};
 
 /// What pgbench needs for every cell of a grid.
 #[derive(Debug, Clone)]
@@ -59,7 +59,7 @@ impl Yardstick {
             users: users.to_vec(),
             work_dir: self.work_dir.clone(),
         };
-        let tps = tokio::task::spawn_blocking(move || baseline::run(&spec)).await??;
+        let tps = tokio::task::spawn_blocking(move || yardstick_sql::run(&spec)).await??;
         eprintln!("  pgbench {strategy} m={members} clients={clients}: {tps:.0} tps");
         Ok(Some(tps))
     }

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::procstat;
-use crate::prom::{Exposition, HistogramSnapshot};
+use crate::observe::procstat;
+use crate::observe::prom::{Exposition, HistogramSnapshot};
 
 /// What the servers did during a run, summed or maximised over servers.
 #[derive(Debug, Clone, Default, PartialEq)]

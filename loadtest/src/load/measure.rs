@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use chatlab_domain::{InsertStrategy, PublishMode};
 
-use crate::choice::Choice;
-use crate::runner::{self, Model, RunOutcome};
-use crate::sampler::{Sampler, ServerStats};
-use crate::scenario::{Overrides, Scenario, Workload};
-use crate::schedule::Stage;
+use crate::load::choice::Choice;
+use crate::load::runner::{self, Model, RunOutcome};
+use crate::load::scenario::{Overrides, Scenario, Workload};
+use crate::load::schedule::Stage;
+use crate::observe::sampler::{Sampler, ServerStats};
 
 /// The servers under load and how to watch them.
 #[derive(Debug, Clone)]

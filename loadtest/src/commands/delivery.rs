@@ -22,17 +22,17 @@ use serde_json::{Value, json};
 use tokio::sync::{Semaphore, mpsc};
 use uuid::Uuid;
 
-use crate::auth::{DEFAULT_ISSUER, Signer};
+use crate::commands::fault::{Broker, BrokerStorage};
 use crate::commands::machine_note;
 use crate::error::LoadError;
-use crate::fault::{Broker, BrokerStorage};
-use crate::fleet::{Fleet, FleetSpec};
-use crate::latency::Latencies;
-use crate::prom::{Exposition, HistogramSnapshot};
-use crate::reach::{DistanceArgs, Reach};
-use crate::scenario::seed_users;
-use crate::schedule::parse_duration;
-use crate::variant::{ServerVariant, parse_kv};
+use crate::load::auth::{DEFAULT_ISSUER, Signer};
+use crate::load::latency::Latencies;
+use crate::load::scenario::seed_users;
+use crate::load::schedule::parse_duration;
+use crate::observe::prom::{Exposition, HistogramSnapshot};
+use crate::servers::fleet::{Fleet, FleetSpec};
+use crate::servers::reach::{DistanceArgs, Reach};
+use crate::servers::variant::{ServerVariant, parse_kv};
 
 /// Flags of `delivery`.
 #[derive(Debug, Args)]
@@ -529,7 +529,7 @@ async fn read_stream(
 /// The largest RSS among `pids`, MiB.
 fn largest_rss(pids: &[u32]) -> f64 {
     pids.iter()
-        .filter_map(|&pid| crate::procstat::sample(pid))
+        .filter_map(|&pid| crate::observe::procstat::sample(pid))
         .map(|s| s.rss_mib)
         .fold(0.0, f64::max)
 }

@@ -5,10 +5,10 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use crate::error::LoadError;
-use crate::runner::VariantOutcome;
-use crate::sampler::ServerStats;
-use crate::thresholds::Figures;
-use crate::traces::{SlowestTraces, trace_id_hex};
+use crate::load::runner::VariantOutcome;
+use crate::load::traces::{SlowestTraces, trace_id_hex};
+use crate::observe::sampler::ServerStats;
+use crate::stats::thresholds::Figures;
 
 /// One cell of an experiment: what was asked and what it got. Its fields
 /// are the columns of `results.csv`, which [`read_csv`] reads back.
@@ -132,7 +132,7 @@ pub struct CellResult {
     /// Each round's figures beside its yardstick's, in the order they ran
     /// (`results.md` and `rounds.csv`).
     #[serde(skip)]
-    pub rounds: Vec<crate::rounds::RoundFigures>,
+    pub rounds: Vec<crate::stats::rounds::RoundFigures>,
     /// Each operation's figures, in a cell whose scenario mixes them
     /// (`results.md` only).
     #[serde(skip)]
@@ -195,7 +195,7 @@ impl CellResult {
     pub fn set_server(
         &mut self,
         s: &ServerStats,
-        strategy_hold: Option<&crate::prom::HistogramSnapshot>,
+        strategy_hold: Option<&crate::observe::prom::HistogramSnapshot>,
     ) {
         // createChat's round trips, of this cell's strategy where the run
         // mixed them, else of all of them.
@@ -240,7 +240,7 @@ impl CellResult {
     /// pgbench (whose figure becomes the geometric mean of the rounds'
     /// paired shares).
     pub fn set_intervals(&mut self) {
-        use crate::rounds::Figure;
+        use crate::stats::rounds::Figure;
         self.rounds_run = self.rounds.len();
         if let Some(i) = self.interval(Figure::Throughput) {
             (self.throughput_lo, self.throughput_hi) = (i.lo, i.hi);
@@ -487,7 +487,7 @@ pub fn to_markdown(cells: &[CellResult]) -> String {
             let _ = write!(
                 out,
                 " {} | {:.3} | {} | {:.0} | {:.0} |",
-                crate::reach::show_ms(c.db_rtt_ms),
+                crate::servers::reach::show_ms(c.db_rtt_ms),
                 c.db_round_trip_ms,
                 if c.wire_round_trips > 0.0 {
                     format!("{:.1}", c.wire_round_trips)
@@ -620,8 +620,8 @@ pub fn write(dir: &Path, cells: &[CellResult], notes: &str) -> std::io::Result<(
     } else {
         format!("\n{traces}")
     };
-    let labels = crate::summary::labels(cells);
-    let rounds = crate::rounds::rounds_markdown(cells, &labels);
+    let labels = crate::stats::summary::labels(cells);
+    let rounds = crate::stats::rounds::rounds_markdown(cells, &labels);
     let rounds = if rounds.is_empty() {
         rounds
     } else {
@@ -645,7 +645,7 @@ pub fn write(dir: &Path, cells: &[CellResult], notes: &str) -> std::io::Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::traces::TracedRequest;
+    use crate::load::traces::TracedRequest;
 
     #[test]
     fn results_csv_reads_back_as_the_cells_it_was_written_from() {
@@ -680,7 +680,7 @@ mod tests {
 
     #[test]
     fn a_mixed_cell_lists_each_operation_and_a_plain_one_nothing() {
-        use crate::runner::VariantOutcome;
+        use crate::load::runner::VariantOutcome;
         let mut mixed = VariantOutcome::default();
         for (op, micros) in [("send", 2_000), ("send", 4_000), ("my-chats", 9_000)] {
             mixed.latencies.record_micros(micros);

@@ -13,8 +13,8 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use crate::scenario::{Rng, Seeded, pick_members};
-use crate::schedule::ArrivalSchedule;
+use crate::load::scenario::{Rng, Seeded, pick_members};
+use crate::load::schedule::ArrivalSchedule;
 use chatlab_domain::PublishMode;
 
 /// What a request did.
@@ -399,7 +399,7 @@ mod tests {
     use std::collections::HashMap;
 
     use super::*;
-    use crate::auth::Signer;
+    use crate::load::auth::Signer;
 
     #[test]
     fn only_unanswered_and_come_back_later_answers_are_retried() {
@@ -453,7 +453,11 @@ mod tests {
             keyed: false,
         };
         let subject = |b: &Built| {
-            crate::auth::tests::subject(signer.secret(), "chatlab", b.bearer.as_ref().unwrap())
+            crate::load::auth::tests::subject(
+                signer.secret(),
+                "chatlab",
+                b.bearer.as_ref().unwrap(),
+            )
         };
         let mut rng = Rng::new(9);
         let none = HashMap::new();

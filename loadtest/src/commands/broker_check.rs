@@ -23,7 +23,7 @@ use chatlab_domain::{AckedEvent, Event, EventPayload, EventPublisher, PublishMod
 use chatlab_kafka::{EventMetrics, KafkaConfig, KafkaPublisher, topic_reader};
 
 use crate::error::LoadError;
-use crate::schedule::parse_duration;
+use crate::load::schedule::parse_duration;
 
 /// Flags of `broker-check`.
 #[derive(Debug, Args)]

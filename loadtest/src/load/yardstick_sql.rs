@@ -31,7 +31,7 @@ use uuid::Uuid;
 use chatlab_domain::InsertStrategy;
 
 use crate::error::LoadError;
-use crate::scenario::{Rng, pick_members};
+use crate::load::scenario::{Rng, pick_members};
 
 /// Member sets per baseline: enough that concurrent transactions rarely lock
 /// the same user rows, as with chatlab's random windows.

@@ -5,9 +5,9 @@
 
 use std::fmt::Write as _;
 
-use crate::report::CellResult;
-use crate::rounds::{Figure, comparable, ratio};
-use crate::uncertainty::{Call, Interval};
+use crate::report::results::CellResult;
+use crate::stats::rounds::{Figure, comparable, ratio};
+use crate::stats::uncertainty::{Call, Interval};
 
 /// Whether the cells differ by strategy alone: one cell per strategy, at
 /// least two, everything else equal.
@@ -335,7 +335,7 @@ pub fn widest_ratio(cells: &[CellResult]) -> Option<(String, f64)> {
             let side = |c: &CellResult| match setting {
                 "server" => c.server.clone(),
                 "pool" => format!("pool {}", c.pool_size),
-                "db RTT" => format!("RTT {} ms", crate::reach::show_ms(c.db_rtt_ms)),
+                "db RTT" => format!("RTT {} ms", crate::servers::reach::show_ms(c.db_rtt_ms)),
                 "mode" => c.publish_mode.clone(),
                 _ => c.strategy.clone(),
             };
@@ -354,8 +354,8 @@ pub fn widest_ratio(cells: &[CellResult]) -> Option<(String, f64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::noise::Noise;
-    use crate::rounds::RoundFigures;
+    use crate::observe::noise::Noise;
+    use crate::stats::rounds::RoundFigures;
 
     fn cell(strategy: &str, rps: &[f64], tps: &[f64], held: f64, trips: f64) -> CellResult {
         CellResult {

@@ -468,7 +468,7 @@ pub fn to_markdown(cells: &[(CellFigures, Vec<String>)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fault::load::Op;
+    use crate::commands::fault::load::Op;
 
     fn req(due_ms: u64, latency_ms: u64, outcome: Outcome) -> Request {
         Request {

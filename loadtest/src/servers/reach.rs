@@ -17,8 +17,8 @@ use clap::Args;
 use chatlab_delay::{Distance, Stats};
 
 use crate::error::LoadError;
-use crate::procstat;
-use crate::schedule::parse_duration;
+use crate::load::schedule::parse_duration;
+use crate::observe::procstat;
 
 /// Where PostgreSQL is, for every command that reaches it.
 #[derive(Debug, Args, Clone)]
@@ -155,7 +155,7 @@ impl Hop {
 
 impl Drop for Hop {
     fn drop(&mut self) {
-        let _ = crate::fleet::send_signal(self.child.id(), "TERM");
+        let _ = crate::servers::fleet::send_signal(self.child.id(), "TERM");
         let _ = self.child.wait();
     }
 }

@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio::sync::mpsc;
 
-use crate::latency::Latencies;
-use crate::scenario::{Op, Overrides, Rng, Workload, send};
-use crate::schedule::{ArrivalSchedule, Stage, total_duration, vus_at};
-use crate::traces::{SlowestTraces, TraceParent, TracedRequest};
+use crate::load::latency::Latencies;
+use crate::load::scenario::{Op, Overrides, Rng, Workload, send};
+use crate::load::schedule::{ArrivalSchedule, Stage, total_duration, vus_at};
+use crate::load::traces::{SlowestTraces, TraceParent, TracedRequest};
 
 /// Which load model.
 #[derive(Debug, Clone)]

@@ -14,8 +14,8 @@
 
 use std::fmt::Write as _;
 
-use crate::reach::show_ms;
-use crate::report::CellResult;
+use crate::report::results::CellResult;
+use crate::servers::reach::show_ms;
 
 /// One cell at a distance against its loopback twin.
 #[derive(Debug, Clone, PartialEq)]

@@ -4,9 +4,9 @@
 
 use std::fmt::Write as _;
 
-use crate::noise::Noise;
-use crate::report::CellResult;
-use crate::uncertainty::{self, Interval};
+use crate::observe::noise::Noise;
+use crate::report::results::CellResult;
+use crate::stats::uncertainty::{self, Interval};
 
 /// One round of one cell.
 #[derive(Debug, Clone, Default, PartialEq)]

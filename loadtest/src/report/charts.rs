@@ -14,8 +14,8 @@ use std::path::Path;
 use plotters::prelude::*;
 
 use crate::error::LoadError;
-use crate::report::CellResult;
-use crate::scenario::Scenario;
+use crate::load::scenario::Scenario;
+use crate::report::results::CellResult;
 
 /// Most lines in one panel.
 pub const MAX_SERIES: usize = 6;
@@ -116,7 +116,10 @@ impl Dimension {
                 let rows = import_figures(c).map_or(0, |(rows, _)| rows);
                 format!("jobs of {rows} rows")
             }
-            Self::Rtt => format!("PostgreSQL {} ms away", crate::reach::show_ms(c.db_rtt_ms)),
+            Self::Rtt => format!(
+                "PostgreSQL {} ms away",
+                crate::servers::reach::show_ms(c.db_rtt_ms)
+            ),
         }
     }
 }

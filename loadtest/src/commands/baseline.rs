@@ -7,11 +7,11 @@ use clap::Args;
 
 use chatlab_domain::InsertStrategy;
 
-use crate::baseline;
-use crate::fleet::Fleet;
-use crate::reach::Reach;
-use crate::scenario::{Scenario, SeedAt, SeedSpec, seed};
-use crate::schedule::parse_duration;
+use crate::load::scenario::{Scenario, SeedAt, SeedSpec, seed};
+use crate::load::schedule::parse_duration;
+use crate::load::yardstick_sql;
+use crate::servers::fleet::Fleet;
+use crate::servers::reach::Reach;
 
 use super::{ServerArgs, fleet_spec, http_client, machine_note, results_dir, write_results};
 use crate::error::LoadError;
@@ -38,7 +38,7 @@ pub(crate) struct BaselineArgs {
     duration: Duration,
 }
 
-pub(crate) async fn pgbench_baseline(args: BaselineArgs) -> Result<bool, LoadError> {
+pub(crate) async fn baseline(args: BaselineArgs) -> Result<bool, LoadError> {
     let out = results_dir(&args.servers.results_dir, "baseline");
     let client = http_client(4)?;
     let users = {
@@ -78,19 +78,19 @@ pub(crate) async fn pgbench_baseline(args: BaselineArgs) -> Result<bool, LoadErr
     for &members in &args.members {
         for &clients in &args.clients {
             for &strategy in &args.strategies {
-                let spec = baseline::BaselineSpec {
+                let spec = yardstick_sql::BaselineSpec {
                     database_url: reach.url(),
                     strategy,
                     members,
                     clients,
                     duration: args.duration,
                     users: users.clone(),
-                    work_dir: baseline::default_work_dir(&out),
+                    work_dir: yardstick_sql::default_work_dir(&out),
                 };
-                let tps = tokio::task::spawn_blocking(move || baseline::run(&spec)).await??;
+                let tps = tokio::task::spawn_blocking(move || yardstick_sql::run(&spec)).await??;
                 table.push_str(&format!(
                     "| {strategy} | {members} | {clients} | {} | {tps:.0} |\n",
-                    baseline::protocol(strategy)
+                    yardstick_sql::protocol(strategy)
                 ));
             }
         }

@@ -15,9 +15,9 @@ use reqwest::header::{AUTHORIZATION, HeaderValue};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::auth::Signer;
 use crate::error::LoadError;
-use crate::traces::TraceParent;
+use crate::load::auth::Signer;
+use crate::load::traces::TraceParent;
 use chatlab_domain::{InsertStrategy, PublishMode};
 
 /// A scenario.
@@ -739,7 +739,7 @@ mod tests {
     /// The user the request's token speaks for, verified by chatlab-auth.
     fn acting(req: &reqwest::Request, signer: &Signer) -> Uuid {
         let header = req.headers().get(AUTHORIZATION).expect("a bearer token");
-        crate::auth::tests::subject(signer.secret(), signer.issuer(), header)
+        crate::load::auth::tests::subject(signer.secret(), signer.issuer(), header)
     }
 
     fn body(req: &reqwest::Request) -> Value {

@@ -22,7 +22,7 @@ use actix_web::dev::ServerHandle;
 use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
 
 use crate::error::LoadError;
-use crate::variant::ServerVariant;
+use crate::servers::variant::ServerVariant;
 
 /// The value of an endpoint variable that means "this harness's sink".
 pub const PLACEHOLDER: &str = "sink";
@@ -353,7 +353,7 @@ mod tests {
     #[test]
     fn spans_of_a_request_from_the_official_encoder_are_counted() {
         // testdata/otlp_traces.py: 9 spans in resources of 3+2, 0 and 4.
-        let official = include_bytes!("../testdata/otlp_traces.bin");
+        let official = include_bytes!("../../testdata/otlp_traces.bin");
         assert_eq!(count_spans(official), Some(9));
         assert_eq!(count_spans(&official[..official.len() - 1]), None);
     }

@@ -7,8 +7,8 @@
 //! outbox drained, nothing left checked out or idle in a transaction.
 //! Writes `table.md` (one row per fault × server variant) and each cell's
 //! audit and server log to the output directory.
-use crate::choice::Choice;
 use crate::error::LoadError;
+use crate::load::choice::Choice;
 use chatlab_domain::PublishMode;
 
 mod checks;
@@ -23,12 +23,12 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 use clap::Args;
 
-use crate::auth::{DEFAULT_ISSUER, Signer};
-use crate::fleet::{Fleet, FleetSpec};
-use crate::reach::{DistanceArgs, Reach};
-use crate::scenario::{Scenario, SeedAt, SeedSpec, seed};
-use crate::schedule::parse_duration;
-use crate::variant::{ServerVariant, parse_kv};
+use crate::load::auth::{DEFAULT_ISSUER, Signer};
+use crate::load::scenario::{Scenario, SeedAt, SeedSpec, seed};
+use crate::load::schedule::parse_duration;
+use crate::servers::fleet::{Fleet, FleetSpec};
+use crate::servers::reach::{DistanceArgs, Reach};
+use crate::servers::variant::{ServerVariant, parse_kv};
 use chatlab_delay::Distance;
 use checks::Watcher;
 use figures::CellFigures;

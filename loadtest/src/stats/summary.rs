@@ -5,10 +5,10 @@
 
 use std::fmt::Write as _;
 
-use crate::report::CellResult;
-use crate::rounds::{Figure, comparable, ratio};
-use crate::uncertainty::Interval;
-use crate::verdict;
+use crate::report::results::CellResult;
+use crate::stats::rounds::{Figure, comparable, ratio};
+use crate::stats::uncertainty::Interval;
+use crate::stats::verdict;
 
 /// A figure's interval, or its one value: `1210 [1150, 1270]` or `1210`.
 fn show(c: &CellResult, figure: Figure, fallback: f64, decimals: usize) -> String {
@@ -160,7 +160,7 @@ pub fn labels(cells: &[CellResult]) -> Vec<String> {
         ("", |c| c.server.clone()),
         ("pool ", |c| c.pool_size.to_string()),
         ("RTT ", |c| {
-            format!("{} ms", crate::reach::show_ms(c.db_rtt_ms))
+            format!("{} ms", crate::servers::reach::show_ms(c.db_rtt_ms))
         }),
         ("", |c| c.scenario.clone()),
         ("", |c| c.strategy.clone()),
@@ -190,7 +190,7 @@ pub fn labels(cells: &[CellResult]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rounds::RoundFigures;
+    use crate::stats::rounds::RoundFigures;
 
     fn cell(strategy: &str, rps: &[f64], tps: &[f64]) -> CellResult {
         CellResult {

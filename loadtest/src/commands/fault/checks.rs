@@ -15,8 +15,8 @@ use uuid::Uuid;
 use super::inject::Database;
 use super::load::{Op, Request};
 use crate::error::LoadError;
-use crate::procstat;
-use crate::sampler::scrape;
+use crate::observe::procstat;
+use crate::observe::sampler::scrape;
 
 /// The database's side of the invariants.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

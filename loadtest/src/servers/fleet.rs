@@ -13,8 +13,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::auth::Signer;
 use crate::error::LoadError;
+use crate::load::auth::Signer;
 
 /// A server the harness started.
 #[derive(Debug)]

@@ -8,8 +8,8 @@ use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use crate::error::LoadError;
-use crate::fleet::{Fleet, send_signal};
-use crate::reach::Reach;
+use crate::servers::fleet::{Fleet, send_signal};
+use crate::servers::reach::Reach;
 
 /// Which fault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -201,7 +201,7 @@ impl Broker {
         storage: BrokerStorage,
     ) -> Result<Self, LoadError> {
         std::fs::create_dir_all(dir).map_err(|e| LoadError::file(dir, e))?;
-        let port = crate::fleet::free_port()?;
+        let port = crate::servers::fleet::free_port()?;
         let address = format!("127.0.0.1:{port}");
         let child = spawn_tansu(binary, dir, &address, storage)?;
         let broker = Self {
