@@ -1,12 +1,12 @@
-//! Unread state: whether a message also writes one row per recipient
-//! (fan-out on write) or unread counts are computed from the messages and
-//! the read markers (fan-out on read), and what a reader sees of it.
+//! Fan-out: whether a message also writes one row per recipient (fan-out
+//! on write) or unread counts are computed from the messages and the read
+//! markers (fan-out on read), and what a mention is. What a reader sees of
+//! it is in [`crate::read_state`].
 
 use std::fmt;
 use std::str::FromStr;
 
-use crate::entities::Message;
-use crate::ids::{ChatId, MessageId, UserId};
+use crate::ids::UserId;
 
 /// How a talk message reaches its recipients' unread state
 /// (`MESSAGE_FANOUT`).
@@ -62,44 +62,6 @@ impl FromStr for MessageFanout {
             _ => Err(UnknownFanout(s.to_owned())),
         }
     }
-}
-
-/// `POST /v1/chats/{id}/read`: the caller has read the chat up to and
-/// including `up_to`, one of its messages. A marker only moves forward.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MarkRead {
-    /// The chat.
-    pub chat_id: ChatId,
-    /// Who read.
-    pub reader: UserId,
-    /// The newest message read.
-    pub up_to: MessageId,
-}
-
-/// A member's read state of one chat.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ReadState {
-    /// The chat.
-    pub chat_id: ChatId,
-    /// The newest message the member has read; `None` before their first
-    /// read.
-    pub read_up_to: Option<MessageId>,
-    /// Talk messages by others, sent after the member joined and newer
-    /// than the marker.
-    pub unread_count: i64,
-}
-
-/// One chat as its member's chat list shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChatSummary {
-    /// The chat's id.
-    pub chat_id: ChatId,
-    /// Room name.
-    pub name: String,
-    /// The chat's newest message (every chat has one: "room created").
-    pub last_message: Message,
-    /// The member's read state.
-    pub read: ReadState,
 }
 
 /// Whether `body` mentions `user` (`@` followed by the user's id, as

@@ -24,16 +24,16 @@ pub const DEFAULT_CHUNK_SIZE: usize = 1_000;
 /// Most chunks one job runs at once.
 pub const MAX_PARALLELISM: usize = 16;
 
-/// How a job is split and run.
+/// How an import job is split into chunks and how many run at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ImportPlan {
+pub struct Chunking {
     /// Rows per transaction.
     pub chunk_size: usize,
     /// Chunks in flight at once, each on its own connection.
     pub parallelism: usize,
 }
 
-impl ImportPlan {
+impl Chunking {
     fn validate(
         check: &mut Checker,
         chunk_size: Option<usize>,
@@ -105,7 +105,7 @@ pub struct ImportMembers {
     /// One join time for every row.
     pub joined_at: DateTime<Utc>,
     /// Chunking.
-    pub plan: ImportPlan,
+    pub chunking: Chunking,
 }
 
 impl ImportMembers {
@@ -124,13 +124,13 @@ impl ImportMembers {
         if let Some(dup) = user_ids.iter().find(|id| !seen.insert(**id)) {
             check.fail("user_ids", format!("lists {dup} more than once"));
         }
-        let plan = ImportPlan::validate(&mut check, chunk_size, parallelism, limits);
+        let chunking = Chunking::validate(&mut check, chunk_size, parallelism, limits);
         check.finish()?;
         Ok(Self {
             chat_id,
             user_ids,
             joined_at: now(),
-            plan,
+            chunking,
         })
     }
 }
@@ -165,7 +165,7 @@ pub struct ImportMessages {
     /// The messages, in order.
     pub messages: Vec<ImportedMessage>,
     /// Chunking.
-    pub plan: ImportPlan,
+    pub chunking: Chunking,
 }
 
 impl ImportMessages {
@@ -201,7 +201,7 @@ impl ImportMessages {
                 format!("message {i}: body {}", body_control_message(c)),
             );
         }
-        let plan = ImportPlan::validate(&mut check, chunk_size, parallelism, limits);
+        let chunking = Chunking::validate(&mut check, chunk_size, parallelism, limits);
         check.finish()?;
         let created_at = now();
         Ok(Self {
@@ -215,7 +215,7 @@ impl ImportMessages {
                     created_at,
                 })
                 .collect(),
-            plan,
+            chunking,
         })
     }
 
@@ -262,8 +262,8 @@ pub struct ChunkFailure {
 pub struct ImportReport {
     /// Rows in the request.
     pub requested: usize,
-    /// The plan it ran with.
-    pub plan: ImportPlan,
+    /// The chunking it ran with.
+    pub chunking: Chunking,
     /// The committed chunks, by index.
     pub committed: Vec<ChunkRange>,
     /// The first chunk that failed, if one did. Chunks not yet started
@@ -285,8 +285,8 @@ mod tests {
     use proptest::prelude::*;
     use uuid::Uuid;
 
-    fn plan(chunk_size: usize) -> ImportPlan {
-        ImportPlan {
+    fn chunking(chunk_size: usize) -> Chunking {
+        Chunking {
             chunk_size,
             parallelism: 1,
         }
@@ -294,7 +294,7 @@ mod tests {
 
     #[test]
     fn the_last_chunk_holds_the_remainder() {
-        let chunks = plan(1000).chunks(2500);
+        let chunks = chunking(1000).chunks(2500);
         assert_eq!(
             chunks
                 .iter()
@@ -307,7 +307,7 @@ mod tests {
     proptest! {
         #[test]
         fn chunks_cover_every_row_once(rows in 0usize..20_000, size in 1usize..5_000) {
-            let chunks = plan(size).chunks(rows);
+            let chunks = chunking(size).chunks(rows);
             let mut next = 0;
             for (i, c) in chunks.iter().enumerate() {
                 prop_assert_eq!(c.index, i);
@@ -320,7 +320,7 @@ mod tests {
     }
 
     #[test]
-    fn bad_plans_and_repeated_users_are_rejected() {
+    fn bad_chunking_and_repeated_users_are_rejected() {
         let chat = ChatId::from_uuid(Uuid::from_u128(1));
         let u = UserId::from_uuid(Uuid::from_u128(2));
         let err = ImportMembers::validate(chat, vec![u, u], Some(0), Some(99), &Limits::default())

@@ -20,6 +20,7 @@ pub mod paging;
 pub mod ports;
 pub mod publish_mode;
 pub mod read_marker;
+pub mod read_state;
 pub mod strategy;
 pub mod validation;
 pub mod write_plan;
@@ -28,11 +29,11 @@ pub use commands::{CreateChat, NewChat, NewMessage, NewUser, SendMessage};
 pub use entities::{Chat, ChatCreated, Member, Message, MessageKind, User};
 pub use errors::{Entity, RepositoryError, UnavailableReason};
 pub use events::{AckedEvent, Event, EventBody, EventPayload, Receipt};
-pub use fanout::{ChatSummary, MarkRead, MessageFanout, ReadState, UnknownFanout};
+pub use fanout::{MessageFanout, UnknownFanout};
 pub use idempotency::{IdempotencyKey, InvalidIdempotencyKey, KeyClaim, Keyed, StoredResponse};
 pub use ids::{ChatId, MessageId, UserId};
 pub use import_jobs::{
-    ChunkFailure, ChunkRange, ImportMembers, ImportMessages, ImportPlan, ImportReport,
+    ChunkFailure, ChunkRange, Chunking, ImportMembers, ImportMessages, ImportReport,
     ImportedMessage, NewImportedMessage,
 };
 pub use limits::Limits;
@@ -41,6 +42,7 @@ pub use paging::{Page, PageRequest};
 pub use ports::{EventPublisher, PublishError};
 pub use publish_mode::{PublishMode, UnknownPublishMode};
 pub use read_marker::{ReadMarkerMode, UnknownReadMarkerMode};
+pub use read_state::{ChatSummary, MarkRead, ReadState};
 pub use strategy::{InsertStrategy, UnknownStrategy};
 pub use validation::{FieldError, ValidationErrors};
 pub use write_plan::{Recipients, RowsBy, Sending, WritePlan};

@@ -19,7 +19,9 @@ pub enum PublishMode {
     /// Produce and await the broker's acknowledgement before COMMIT.
     InTxAwait,
     /// Hand the record to the producer's queue inside the transaction and
-    /// go on without waiting: what the seed's code really did.
+    /// go on without waiting, as the seed write-ups' services publish: it
+    /// looks transactional but is not, since the record leaves whether or
+    /// not the transaction commits.
     InTxEnqueue,
     /// COMMIT, release the connection, then produce and await.
     AfterCommit,

@@ -8,7 +8,8 @@ use std::str::FromStr;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub enum InsertStrategy {
     /// One single-row INSERT per member: N round trips, one cached prepared
-    /// statement reused N times. The seed's behaviour before its fix.
+    /// statement reused N times: the baseline the others are measured
+    /// against.
     PerRow,
     /// One multi-row `INSERT ... VALUES (..), (..)` per chunk of rows, chunked
     /// below PostgreSQL's 65,535 bind parameters. Its SQL text changes with

@@ -34,6 +34,6 @@ pub use writes::{idempotency, import_jobs, write_metrics};
 pub use config::{DbConfig, Driver, PoolLayout, Pooling, Recycle, SessionSettings};
 pub use database::Database;
 pub use errors::PersistenceError;
-pub use reads::read_markers::{MarkerFlusher, MarkerMetrics, ReadMarkers};
-pub use session::{DbSession, Piped, Pipelined};
+pub use reads::read_markers::{MarkerMetrics, MarkerWriter, ReadMarkers};
+pub use session::{DbSession, Executable, Pipelined};
 pub use store::{PgStore, SendRoute};

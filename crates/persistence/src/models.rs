@@ -30,8 +30,8 @@ impl From<UserRow> for User {
 
 /// A `chats` row. Every field a value, none a DEFAULT: diesel caches the
 /// prepared INSERT only then; a row that may hold a DEFAULT changes its SQL
-/// with its values, so each INSERT was prepared in a round trip of its own
-/// (one per createChat, seen on the wire at a distance).
+/// with its values, so each INSERT would be prepared in a round trip of its
+/// own (one more per createChat, which shows on the wire at a distance).
 #[derive(Debug, Clone, Queryable, Selectable, Insertable)]
 #[diesel(
     table_name = chats,

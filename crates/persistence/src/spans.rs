@@ -75,8 +75,8 @@ pub(crate) fn statement() -> Span {
 }
 
 /// A statement span for `query`. Its SQL is rendered only when the
-/// enclosing trace is sampled: an unsampled trace is never exported, and
-/// rendering every statement's text was paid by every traced request.
+/// enclosing trace is sampled: an unsampled trace is never exported, so
+/// rendering its statements' text would be cost for nothing.
 pub(crate) fn statement_for<Q: QueryFragment<Pg> + ?Sized>(query: &Q) -> Span {
     let span = statement();
     if !span.is_disabled()

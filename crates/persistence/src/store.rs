@@ -12,7 +12,7 @@ use tracing::instrument;
 use chatlab_domain::{
     Chat, ChatCreated, ChatId, CreateChat, Entity, Event, EventBody, EventPublisher,
     InsertStrategy, KeyClaim, Keyed, Member, Message, MessageFanout, MessageId, NewUser, Page,
-    PageRequest, PublishMode, ReadMarkerMode, RepositoryError, SendMessage, Sending, User, UserId,
+    PageRequest, PublishMode, ReadMarkerMode, RepositoryError, SendMessage, User, UserId,
 };
 use tokio::sync::Notify;
 
@@ -20,16 +20,14 @@ use crate::config::DbConfig;
 use crate::database::Database;
 use crate::database::pool_metrics::PoolMetrics;
 use crate::error_mapping::{name_unknown_users, query_err};
-use crate::events::publishing::{PublishPlan, TxError};
+use crate::events::publishing::{Publishing, TxError};
 use crate::models::UserRow;
 use crate::queries::{InsertInboxFromMembers, InsertTalkIfMember};
 use crate::reads;
 use crate::reads::read_markers::{MarkerMetrics, ReadMarkers};
 use crate::schema::users;
 use crate::session::DbSession;
-use crate::writes::create_chat::{
-    ChatWrite, create_chat_inner, create_chat_single, pipeline_statements, pipeline_write,
-};
+use crate::writes::create_chat::{Boundary, ChatWrite, create_chat_statements};
 use crate::writes::fanout::insert_fanned;
 use crate::writes::idempotency::{self, Claimed};
 use crate::writes::row_writes::WriteCount;
@@ -120,9 +118,13 @@ impl PgStore {
         self.outbox_wakeup.clone()
     }
 
-    /// The publish plan of one write in `mode`.
-    pub(crate) fn plan(&self, mode: PublishMode, event: impl FnOnce() -> Event) -> PublishPlan {
-        PublishPlan::new(
+    /// What one write in `mode` does with its event ([`Publishing`]).
+    pub(crate) fn publishing(
+        &self,
+        mode: PublishMode,
+        event: impl FnOnce() -> Event,
+    ) -> Publishing {
+        Publishing::new(
             mode,
             event,
             self.publisher.clone(),
@@ -227,46 +229,41 @@ impl PgStore {
     }
 }
 
-/// createChat's unit of work: the transaction where the strategy's plan
-/// needs one, and on a foreign-key violation the query that names the
+/// createChat's unit of work: in the transaction this function opens, or
+/// in createChat's own statements, as [`Boundary::of`] decides from the
+/// strategy's plan; on a foreign-key violation, the query that names the
 /// unknown users. A keyed write claims its key first, inside the
 /// transaction, so even one statement or one flight opens one then. The
 /// round trips are the session's count over the work.
 async fn create_chat_work(
     s: &mut DbSession,
     command: &CreateChat,
-    route: Route,
-    plan: &PublishPlan,
+    route: CreateChatRoute,
+    publishing: &Publishing,
     key: Option<&KeyClaim>,
     retention: Duration,
 ) -> Result<Keyed<Written>, RepositoryError> {
-    let Route { strategy, mode } = route;
-    let write_plan = strategy.plan();
-    let shared = plan.needs_open_transaction() || key.is_some();
+    let CreateChatRoute { strategy, mode } = route;
+    let plan = strategy.plan();
+    let shared = publishing.needs_open_transaction() || key.is_some();
     let trips_before = s.round_trips();
-    let outcome = match write_plan.sending {
-        // One statement, its own transaction: the outbox row rides in it.
-        Sending::OneStatement if !write_plan.needs_own_transaction(shared) => {
-            create_chat_single(s, command, mode, plan.outbox_row())
-                .await
-                .map(Keyed::Fresh)
-                .map_err(TxError::Db)
-        }
-        // BEGIN to COMMIT in one flight, the outbox row among them.
-        Sending::OneFlight if !write_plan.needs_own_transaction(shared) => s
-            .pipelined_transaction(pipeline_statements(command, mode, plan.outbox_row()))
+    let outcome = match Boundary::of(plan, shared, publishing.outbox_row()) {
+        // createChat's own statements: one, or BEGIN to COMMIT in one
+        // flight, the outbox row among them.
+        own @ Boundary::Own(_) => create_chat_statements(s, command, plan, mode, own)
             .await
-            .map(|pipelined| Keyed::Fresh(pipeline_write(&pipelined)))
+            .map(Keyed::Fresh)
             .map_err(TxError::Db),
-        _ => {
+        Boundary::Caller => {
             s.transaction(async |s| {
                 if let Some(key) = key
                     && let Claimed::Replay(response) = idempotency::claim(s, key, retention).await?
                 {
                     return Ok(Keyed::Replayed(response));
                 }
-                let count = create_chat_inner(s, command, strategy, mode).await?;
-                plan.before_commit(s).await?;
+                let count =
+                    create_chat_statements(s, command, plan, mode, Boundary::Caller).await?;
+                publishing.before_commit(s).await?;
                 Ok::<_, TxError>(Keyed::Fresh(count))
             })
             .await
@@ -288,7 +285,7 @@ async fn create_chat_work(
 
 /// The insert strategy and publish mode of one write.
 #[derive(Debug, Clone, Copy)]
-struct Route {
+struct CreateChatRoute {
     strategy: InsertStrategy,
     mode: PublishMode,
 }
@@ -329,19 +326,20 @@ impl PgStore {
         mode: PublishMode,
         key: Option<KeyClaim>,
     ) -> Result<Keyed<ChatCreated>, RepositoryError> {
-        let plan = self.plan(mode, || {
+        let publishing = self.publishing(mode, || {
             Event::chat_created(&command, mode)
                 .with_trace_parent(chatlab_telemetry::current_traceparent())
         });
         let command = Arc::new(command);
         let retention = self.key_retention;
         let written = {
-            let (command, plan) = (command.clone(), plan.clone());
-            let route = Route { strategy, mode };
+            let (command, publishing) = (command.clone(), publishing.clone());
+            let route = CreateChatRoute { strategy, mode };
             self.db
                 .run(move |s| {
                     async move {
-                        create_chat_work(s, &command, route, &plan, key.as_ref(), retention).await
+                        create_chat_work(s, &command, route, &publishing, key.as_ref(), retention)
+                            .await
                     }
                     .boxed()
                 })
@@ -353,7 +351,7 @@ impl PgStore {
         };
         self.writes
             .record(strategy, mode, written.write, written.held);
-        plan.after_commit().await;
+        publishing.after_commit().await;
         Ok(Keyed::Fresh(ChatCreated::of(&command)))
     }
 
@@ -442,45 +440,47 @@ async fn send_message_work(
     s: &mut DbSession,
     insert: InsertTalkIfMember,
     fanned: Option<(&InsertInboxFromMembers, InsertStrategy)>,
-    plan: &PublishPlan,
+    publishing: &Publishing,
     key: Option<&KeyClaim>,
     retention: Duration,
 ) -> Result<Keyed<u64>, RepositoryError> {
     let chat_id = ChatId::from_uuid(insert.chat_id);
-    let (inserted, inbox_rows) = if fanned.is_none() && !plan.needs_transaction() && key.is_none() {
-        // One statement: no transaction needed.
-        (s.execute(insert).await.map_err(query_err)?, 0)
-    } else {
-        let outcome = s
-            .transaction(async |s| {
-                if let Some(key) = key
-                    && let Claimed::Replay(response) = idempotency::claim(s, key, retention).await?
-                {
-                    return Ok(Keyed::Replayed(response));
-                }
-                let (inserted, inbox) = match fanned {
-                    None => (s.execute(insert).await?, WriteCount::default()),
-                    Some((message, strategy)) => {
-                        insert_fanned(s, insert, message, strategy.plan()).await?
+    let (inserted, inbox_rows) =
+        if fanned.is_none() && !publishing.needs_transaction() && key.is_none() {
+            // One statement: no transaction needed.
+            (s.execute(insert).await.map_err(query_err)?, 0)
+        } else {
+            let outcome = s
+                .transaction(async |s| {
+                    if let Some(key) = key
+                        && let Claimed::Replay(response) =
+                            idempotency::claim(s, key, retention).await?
+                    {
+                        return Ok(Keyed::Replayed(response));
                     }
-                };
-                if inserted == 1 {
-                    plan.before_commit(s).await?;
-                } else {
-                    // Roll the key's claim (and whatever a pipelined
-                    // fan-out wrote) back with the write that did not
-                    // happen.
-                    return Err(TxError::Refused(PgStore::not_found(Entity::Chat, chat_id)));
-                }
-                Ok::<_, TxError>(Keyed::Fresh((inserted, inbox.rows)))
-            })
-            .await
-            .map_err(RepositoryError::from)?;
-        match outcome {
-            Keyed::Fresh(done) => done,
-            Keyed::Replayed(response) => return Ok(Keyed::Replayed(response)),
-        }
-    };
+                    let (inserted, inbox) = match fanned {
+                        None => (s.execute(insert).await?, WriteCount::default()),
+                        Some((message, strategy)) => {
+                            insert_fanned(s, insert, message, strategy.plan()).await?
+                        }
+                    };
+                    if inserted == 1 {
+                        publishing.before_commit(s).await?;
+                    } else {
+                        // Roll the key's claim (and whatever a pipelined
+                        // fan-out wrote) back with the write that did not
+                        // happen.
+                        return Err(TxError::Refused(PgStore::not_found(Entity::Chat, chat_id)));
+                    }
+                    Ok::<_, TxError>(Keyed::Fresh((inserted, inbox.rows)))
+                })
+                .await
+                .map_err(RepositoryError::from)?;
+            match outcome {
+                Keyed::Fresh(done) => done,
+                Keyed::Replayed(response) => return Ok(Keyed::Replayed(response)),
+            }
+        };
     if inserted == 0 {
         // No such chat, or the sender is no member of it: the same answer,
         // so a chat's existence cannot be probed, and no second statement.
@@ -562,7 +562,7 @@ impl PgStore {
         key: Option<KeyClaim>,
     ) -> Result<Keyed<Message>, RepositoryError> {
         let mode = route.mode;
-        let plan = self.plan(mode, || {
+        let publishing = self.publishing(mode, || {
             Event::message_sent(&command, mode, self.event_body)
                 .with_trace_parent(chatlab_telemetry::current_traceparent())
         });
@@ -583,12 +583,13 @@ impl PgStore {
         let retention = self.key_retention;
         let strategy = route.strategy;
         let outcome = {
-            let plan = plan.clone();
+            let publishing = publishing.clone();
             self.db
                 .run(move |s| {
                     async move {
                         let fanned = fanned.as_ref().map(|f| (f, strategy));
-                        send_message_work(s, insert, fanned, &plan, key.as_ref(), retention).await
+                        send_message_work(s, insert, fanned, &publishing, key.as_ref(), retention)
+                            .await
                     }
                     .boxed()
                 })
@@ -601,7 +602,7 @@ impl PgStore {
         if route.fanout == MessageFanout::Inbox {
             self.writes.record_inbox(strategy, inbox_rows);
         }
-        plan.after_commit().await;
+        publishing.after_commit().await;
         Ok(Keyed::Fresh(Message::sent(&command)))
     }
 

@@ -103,8 +103,8 @@ impl ImportResponse {
         Self {
             rows_requested: report.requested,
             rows_written: report.written(),
-            chunk_size: report.plan.chunk_size,
-            parallelism: report.plan.parallelism,
+            chunk_size: report.chunking.chunk_size,
+            parallelism: report.chunking.parallelism,
             chunks: report.committed.len(),
             elapsed_ms: elapsed.as_secs_f64() * 1000.0,
         }

@@ -1,9 +1,9 @@
 //! What a write does with its event, by publish mode, on either side of
 //! COMMIT: the one place that knows the modes' behaviour. A write builds a
-//! [`PublishPlan`], runs [`PublishPlan::before_commit`] as its
-//! transaction's last step, and [`PublishPlan::after_commit`] once its
-//! connection is back in the pool; [`PublishPlan::needs_transaction`] and
-//! [`PublishPlan::needs_open_transaction`] say whether a one-statement write
+//! [`Publishing`], runs [`Publishing::before_commit`] as its
+//! transaction's last step, and [`Publishing::after_commit`] once its
+//! connection is back in the pool; [`Publishing::needs_transaction`] and
+//! [`Publishing::needs_open_transaction`] say whether a one-statement write
 //! may skip BEGIN/COMMIT. Adding a mode means
 //! a variant of [`PublishMode`] and an arm in each method here.
 
@@ -63,7 +63,7 @@ impl From<diesel::result::Error> for TxError {
 /// unit of work takes one copy onto its task, the caller keeps the other
 /// for after COMMIT.
 #[derive(Clone)]
-pub(crate) struct PublishPlan {
+pub(crate) struct Publishing {
     mode: PublishMode,
     /// `None` when the mode publishes nothing: no event is built.
     event: Option<Arc<Event>>,
@@ -72,8 +72,8 @@ pub(crate) struct PublishPlan {
     outbox_wakeup: Arc<Notify>,
 }
 
-impl PublishPlan {
-    /// The plan of a write in `mode`; `event` is called only when the mode
+impl Publishing {
+    /// What a write in `mode` does with its event; `event` is called only when the mode
     /// publishes.
     pub(crate) fn new(
         mode: PublishMode,

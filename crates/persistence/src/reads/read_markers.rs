@@ -3,7 +3,7 @@
 //! flush, and what the flushes cost and how stale they left a marker.
 //!
 //! A move is held, not written; every `READ_MARKER_FLUSH_MS` the
-//! [`MarkerFlusher`] takes everything held and writes it as one `UPDATE
+//! [`MarkerWriter`] takes everything held and writes it as one `UPDATE
 //! ... FROM unnest(...)` (see [`crate::queries::FlushReadMarkers`]) on a
 //! connection of its own: not one of the pool's, so a flush never waits
 //! behind requests, and the last one still runs once the server's workers
@@ -224,25 +224,27 @@ impl ReadMarkers {
     }
 }
 
-/// Writes the held markers of one [`ReadMarkers`] on a connection of its
-/// own, opened when first needed and again after a failure.
-pub struct MarkerFlusher {
+/// The background writer of read markers, on a connection of its own
+/// (opened when first needed and again after a failure): in `coalesced`
+/// mode each [`Self::flush`] writes the markers held in one
+/// [`ReadMarkers`]; in `log` mode it compacts the marker log.
+pub struct MarkerWriter {
     url: SecretString,
     setup: Setup,
     markers: Arc<ReadMarkers>,
     conn: Option<AsyncPgConnection>,
 }
 
-impl std::fmt::Debug for MarkerFlusher {
+impl std::fmt::Debug for MarkerWriter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MarkerFlusher")
+        f.debug_struct("MarkerWriter")
             .field("connected", &self.conn.is_some())
             .finish_non_exhaustive()
     }
 }
 
-impl MarkerFlusher {
-    /// A flusher of `markers` to the database at `url`.
+impl MarkerWriter {
+    /// A writer of `markers` to the database at `url`.
     pub fn new(url: SecretString, session: &SessionSettings, markers: Arc<ReadMarkers>) -> Self {
         let mut session = session.clone();
         session.application_name = format!("{}-read-markers", session.application_name);

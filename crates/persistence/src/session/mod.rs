@@ -82,7 +82,7 @@ macro_rules! on_conn {
 
 mod pipeline;
 
-pub use pipeline::{Piped, Pipelined};
+pub use pipeline::{Executable, Pipelined};
 
 /// The connection a session runs on.
 pub(crate) enum Conn {

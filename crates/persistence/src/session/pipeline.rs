@@ -37,10 +37,13 @@ use super::{Conn, DbSession};
 use crate::queries::{Begin, Commit, Rollback};
 use crate::spans;
 
-/// One statement of a pipeline, runnable on either driver.
-pub struct Piped(Box<dyn PipedStatement>);
+/// A statement that returns no rows, boxed so statements of different
+/// types travel together, and runnable on either driver: alone
+/// ([`DbSession::run`]), or with others in one flight
+/// ([`DbSession::pipelined`]).
+pub struct Executable(Box<dyn ExecutableStatement>);
 
-impl Piped {
+impl Executable {
     /// A statement that returns no rows.
     pub fn new<Q>(query: Q) -> Self
     where
@@ -50,14 +53,14 @@ impl Piped {
     }
 }
 
-impl std::fmt::Debug for Piped {
+impl std::fmt::Debug for Executable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Piped")
+        f.write_str("Executable")
     }
 }
 
 /// What a statement needs to be sent on either connection.
-trait PipedStatement: Send {
+trait ExecutableStatement: Send {
     /// The statement's future on `conn`; nothing is sent before its first
     /// poll.
     fn send<'c>(self: Box<Self>, conn: &'c AsyncPgConnection) -> BoxFuture<'c, QueryResult<usize>>;
@@ -67,7 +70,7 @@ trait PipedStatement: Send {
     fn span(&self) -> tracing::Span;
 }
 
-impl<Q> PipedStatement for Q
+impl<Q> ExecutableStatement for Q
 where
     Q: QueryFragment<Pg> + QueryId + ExecuteDsl<PgConnection> + Send + 'static,
 {
@@ -87,7 +90,7 @@ where
     }
 }
 
-impl Piped {
+impl Executable {
     /// The statement's future on `conn`, in its own span.
     fn send(self, conn: &AsyncPgConnection) -> impl Future<Output = QueryResult<usize>> + '_ {
         let span = self.0.span();
@@ -110,7 +113,7 @@ impl DbSession {
     /// statement order is returned (the later statements then failed only
     /// because the transaction was aborted); the caller's transaction rolls
     /// back. On the blocking driver they run one by one.
-    pub async fn pipelined(&mut self, statements: Vec<Piped>) -> QueryResult<Pipelined> {
+    pub async fn pipelined(&mut self, statements: Vec<Executable>) -> QueryResult<Pipelined> {
         let count = statements.len() as u64;
         match self.async_conn() {
             Some(conn) => {
@@ -151,7 +154,7 @@ impl DbSession {
     /// statements, one round trip each.
     pub async fn pipelined_transaction(
         &mut self,
-        statements: Vec<Piped>,
+        statements: Vec<Executable>,
     ) -> QueryResult<Pipelined> {
         let count = statements.len() as u64;
         let before = self.counts();
@@ -165,7 +168,7 @@ impl DbSession {
             *AsyncTxManager::transaction_manager_status_mut(conn) =
                 TransactionManagerStatus::InError;
             let mut all = Vec::with_capacity(statements.len() + 1);
-            all.push(Piped::new(Begin));
+            all.push(Executable::new(Begin));
             all.extend(statements);
             let (results, ended) = send_then_end(conn, all).await;
             if ended.is_ok() {
@@ -189,14 +192,14 @@ impl DbSession {
 
     /// Runs one erased statement (a multi-row write's, see
     /// [`crate::writes::row_writes`]) and waits for its answer: one round trip.
-    pub(crate) async fn run(&mut self, statement: Piped) -> QueryResult<usize> {
+    pub(crate) async fn run(&mut self, statement: Executable) -> QueryResult<usize> {
         let result = self.run_one(statement).await;
         self.count(1, result.as_ref().map_or(0, |n| *n as u64));
         result
     }
 
     /// Runs one statement to its end on this session's connection.
-    async fn run_one(&mut self, statement: Piped) -> QueryResult<usize> {
+    async fn run_one(&mut self, statement: Executable) -> QueryResult<usize> {
         self.travelled(1);
         let span = statement.0.span();
         let result = async {
@@ -222,7 +225,10 @@ impl DbSession {
 
 /// Sends every statement, their futures polled together in order, and
 /// collects the answers.
-async fn send_all(conn: &AsyncPgConnection, statements: Vec<Piped>) -> Vec<QueryResult<usize>> {
+async fn send_all(
+    conn: &AsyncPgConnection,
+    statements: Vec<Executable>,
+) -> Vec<QueryResult<usize>> {
     join_all(statements.into_iter().map(|s| s.send(conn))).await
 }
 
@@ -231,7 +237,7 @@ async fn send_all(conn: &AsyncPgConnection, statements: Vec<Piped>) -> Vec<Query
 /// the statements' results and the end's.
 async fn send_then_end(
     conn: &AsyncPgConnection,
-    statements: Vec<Piped>,
+    statements: Vec<Executable>,
 ) -> (Vec<QueryResult<usize>>, QueryResult<usize>) {
     let failed = &AtomicBool::new(false);
     let sent = join_all(statements.into_iter().map(|s| {
@@ -246,9 +252,9 @@ async fn send_then_end(
         // its first future first, and `join_all` polls in order): one that
         // failed before it was sent has said so by now.
         let end = if failed.load(Ordering::Relaxed) {
-            Piped::new(Rollback)
+            Executable::new(Rollback)
         } else {
-            Piped::new(Commit)
+            Executable::new(Commit)
         };
         end.send(conn).await
     };

@@ -1,8 +1,9 @@
-//! createChat's transaction body, and member rows as a [`RowSet`].
+//! createChat's statements, and member rows as a [`RowSet`].
 //!
-//! The functions here take a [`DbSession`] that is already inside
-//! a transaction; [`crate::store::PgStore::create_chat`] opens it, so the
-//! boundary is visible in one place.
+//! Where createChat's transaction is held is decided once ([`Boundary::of`]):
+//! in [`crate::store::PgStore::create_chat`]'s transaction, or, for one
+//! statement or one flight with nothing to share, in createChat's own
+//! statements ([`create_chat_single`] alone is its own transaction).
 
 use std::ops::Range;
 
@@ -11,14 +12,14 @@ use diesel::pg::PgConnection;
 use diesel::{ExecuteCopyFromDsl, QueryResult};
 use uuid::Uuid;
 
-use chatlab_domain::{CreateChat, InsertStrategy, MessageKind, PublishMode, Sending};
+use chatlab_domain::{CreateChat, MessageKind, PublishMode, Sending, WritePlan};
 
 use crate::models::{ChatRow, MemberRow, MessageRow};
 use crate::queries::{
     CreateChatSingle, CreateChatSingleWithOutbox, InsertMembersUnnest, InsertOutboxRow, SingleRows,
 };
 use crate::schema::{chat_members, chats, messages};
-use crate::session::{DbSession, Piped, Pipelined};
+use crate::session::{DbSession, Executable, Pipelined};
 use crate::writes::row_writes::{RowSet, WriteCount, write_rows};
 
 /// A committed createChat's statements, rows and round trips (BEGIN and
@@ -29,28 +30,67 @@ pub(crate) struct ChatWrite {
     pub round_trips: u64,
 }
 
+/// Who holds createChat's transaction: decided once, by
+/// [`Boundary::of`], from the strategy's plan and from what must share it.
+#[derive(Debug)]
+pub(crate) enum Boundary {
+    /// The caller: its BEGIN came before and its COMMIT comes after, so a
+    /// key's claim or the event's step can share the transaction.
+    Caller,
+    /// createChat's own statements: one statement, or BEGIN to COMMIT in
+    /// one flight, with the event's outbox row among them when given.
+    Own(Option<InsertOutboxRow>),
+}
+
+impl Boundary {
+    /// The boundary a createChat of `plan` takes: its own where the plan
+    /// allows it ([`WritePlan::needs_own_transaction`]) and nothing must
+    /// share the transaction (`shared`: a key's claim, a send or an enqueue
+    /// before COMMIT); the caller's otherwise. `outbox` is the event's
+    /// outbox row, which rides in createChat's own statements.
+    pub(crate) fn of(plan: WritePlan, shared: bool, outbox: Option<InsertOutboxRow>) -> Self {
+        if plan.needs_own_transaction(shared) {
+            Self::Caller
+        } else {
+            Self::Own(outbox)
+        }
+    }
+}
+
 /// The three steps of createChat: chat row, member rows, system message,
-/// sent the strategy's way ([`chatlab_domain::Sending`]): one by one, the
-/// members by the plan's [`chatlab_domain::RowsBy`]; as one statement that does all three;
-/// or as one flight. The caller holds the transaction open (or, for one
-/// statement or one flight alone, [`crate::store`] sends it without one);
-/// the session counts the round trips.
-pub(crate) async fn create_chat_inner(
+/// sent the plan's way ([`Sending`]): one by one, the members by the
+/// plan's [`chatlab_domain::RowsBy`]; as one statement that does all three;
+/// or as one flight. Inside the caller's transaction, or as their own
+/// (see [`Boundary`]); the session counts the round trips.
+pub(crate) async fn create_chat_statements(
     s: &mut DbSession,
     command: &CreateChat,
-    strategy: InsertStrategy,
+    plan: WritePlan,
     mode: PublishMode,
+    boundary: Boundary,
 ) -> QueryResult<WriteCount> {
-    let plan = strategy.plan();
-    match plan.sending {
-        Sending::OneStatement => create_chat_single(s, command, mode, None).await,
-        Sending::OneFlight => {
+    match (plan.sending, boundary) {
+        (Sending::OneStatement, Boundary::Caller) => {
+            create_chat_single(s, command, mode, None).await
+        }
+        (Sending::OneStatement, Boundary::Own(outbox)) => {
+            create_chat_single(s, command, mode, outbox).await
+        }
+        (Sending::OneFlight, Boundary::Caller) => {
             let pipelined = s
                 .pipelined(pipeline_statements(command, mode, None))
                 .await?;
             Ok(pipeline_write(&pipelined))
         }
-        Sending::OneByOne => {
+        (Sending::OneFlight, Boundary::Own(outbox)) => {
+            let pipelined = s
+                .pipelined_transaction(pipeline_statements(command, mode, outbox))
+                .await?;
+            Ok(pipeline_write(&pipelined))
+        }
+        // The plan always gives statements sent one by one the caller's
+        // transaction ([`Boundary::of`]).
+        (Sending::OneByOne, _) => {
             s.execute(diesel::insert_into(chats::table).values(chat_row(command, mode)))
                 .await?;
             let written = write_rows(s, &Members::of(command), plan.rows).await?;
@@ -91,23 +131,23 @@ fn system_message_row(command: &CreateChat) -> MessageRow {
 
 /// `pipeline`'s statements: unnest's chat row, members and system message,
 /// and the event's outbox row when `outbox` is given.
-pub(crate) fn pipeline_statements(
+fn pipeline_statements(
     command: &CreateChat,
     mode: PublishMode,
     outbox: Option<InsertOutboxRow>,
-) -> Vec<Piped> {
+) -> Vec<Executable> {
     let mut statements = vec![
-        Piped::new(diesel::insert_into(chats::table).values(chat_row(command, mode))),
+        Executable::new(diesel::insert_into(chats::table).values(chat_row(command, mode))),
         Members::of(command).insert_unnest(),
-        Piped::new(diesel::insert_into(messages::table).values(system_message_row(command))),
+        Executable::new(diesel::insert_into(messages::table).values(system_message_row(command))),
     ];
-    statements.extend(outbox.map(Piped::new));
+    statements.extend(outbox.map(Executable::new));
     statements
 }
 
 /// What `pipeline`'s createChat sent: its three INSERTs and their rows
 /// (the outbox row, when there is one, is not a createChat row).
-pub(crate) fn pipeline_write(pipelined: &Pipelined) -> WriteCount {
+fn pipeline_write(pipelined: &Pipelined) -> WriteCount {
     WriteCount {
         statements: 3,
         rows: pipelined.rows.iter().take(3).map(|&n| n as u64).sum(),
@@ -115,9 +155,10 @@ pub(crate) fn pipeline_write(pipelined: &Pipelined) -> WriteCount {
 }
 
 /// createChat as one statement ([`CreateChatSingle`]), with the event's
-/// outbox row in it when `outbox` is given: one round trip. Outside a
-/// transaction it is its own: all of it commits, or none.
-pub(crate) async fn create_chat_single(
+/// outbox row in it when `outbox` is given: one round trip. It runs inside
+/// the caller's transaction or, where the boundary is its own, as a
+/// transaction by itself: all of it commits, or none.
+async fn create_chat_single(
     s: &mut DbSession,
     command: &CreateChat,
     mode: PublishMode,
@@ -191,16 +232,16 @@ impl RowSet for Members {
         self.user_ids.len()
     }
 
-    fn insert_one(&self, i: usize) -> Piped {
-        Piped::new(diesel::insert_into(chat_members::table).values(self.row(i)))
+    fn insert_one(&self, i: usize) -> Executable {
+        Executable::new(diesel::insert_into(chat_members::table).values(self.row(i)))
     }
 
-    fn insert_values(&self, range: Range<usize>) -> Piped {
-        Piped::new(diesel::insert_into(chat_members::table).values(self.rows(range)))
+    fn insert_values(&self, range: Range<usize>) -> Executable {
+        Executable::new(diesel::insert_into(chat_members::table).values(self.rows(range)))
     }
 
-    fn insert_unnest(&self) -> Piped {
-        Piped::new(InsertMembersUnnest {
+    fn insert_unnest(&self) -> Executable {
+        Executable::new(InsertMembersUnnest {
             chat_id: self.chat_id,
             joined_at: self.joined_at,
             user_ids: self.user_ids.clone(),

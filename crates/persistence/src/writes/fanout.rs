@@ -22,7 +22,7 @@ use crate::queries::{
     InsertInboxFromMembers, InsertInboxUnnest, InsertTalkIfMember, InsertTalkIfMemberLockingChat,
 };
 use crate::schema::{chat_members, inbox};
-use crate::session::{DbSession, Piped};
+use crate::session::{DbSession, Executable};
 use crate::writes::row_writes::{RowSet, WriteCount, write_rows};
 
 /// An `inbox` row (every field a value, none a DEFAULT, so a batch of them
@@ -87,16 +87,16 @@ impl RowSet for InboxRows {
         self.user_ids.len()
     }
 
-    fn insert_one(&self, i: usize) -> Piped {
-        Piped::new(diesel::insert_into(inbox::table).values(self.row(i)))
+    fn insert_one(&self, i: usize) -> Executable {
+        Executable::new(diesel::insert_into(inbox::table).values(self.row(i)))
     }
 
-    fn insert_values(&self, range: Range<usize>) -> Piped {
-        Piped::new(diesel::insert_into(inbox::table).values(self.rows(range)))
+    fn insert_values(&self, range: Range<usize>) -> Executable {
+        Executable::new(diesel::insert_into(inbox::table).values(self.rows(range)))
     }
 
-    fn insert_unnest(&self) -> Piped {
-        Piped::new(InsertInboxUnnest {
+    fn insert_unnest(&self) -> Executable {
+        Executable::new(InsertInboxUnnest {
             chat_id: self.chat_id,
             message_id: self.message_id,
             user_ids: self.user_ids.clone(),
@@ -161,7 +161,10 @@ pub(crate) async fn insert_fanned(
     let locking = InsertTalkIfMemberLockingChat(insert);
     if (plan.sending, plan.recipients) == (Sending::OneFlight, Recipients::OnServer) {
         let flight = s
-            .pipelined(vec![Piped::new(locking), Piped::new(message.clone())])
+            .pipelined(vec![
+                Executable::new(locking),
+                Executable::new(message.clone()),
+            ])
             .await?;
         let inbox_rows = flight.rows.get(1).copied().unwrap_or(0) as u64;
         let inserted = flight.rows.first().copied().unwrap_or(0);

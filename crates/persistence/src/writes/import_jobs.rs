@@ -17,7 +17,7 @@ use tracing::instrument;
 use uuid::Uuid;
 
 use chatlab_domain::{
-    ChatId, ChunkFailure, ChunkRange, Entity, ImportMembers, ImportMessages, ImportPlan,
+    ChatId, ChunkFailure, ChunkRange, Chunking, Entity, ImportMembers, ImportMessages,
     ImportReport, InsertStrategy, KeyClaim, MessageFanout, MessageKind, PublishMode,
     RepositoryError, RowsBy, StoredResponse, UserId,
 };
@@ -28,7 +28,7 @@ use crate::models::MessageRow;
 use crate::queries::{InsertImportedInbox, InsertMessagesUnnest};
 use crate::reads;
 use crate::schema::{chat_members, chats, messages};
-use crate::session::{DbSession, Piped};
+use crate::session::{DbSession, Executable};
 use crate::store::PgStore;
 use crate::writes::create_chat::Members;
 use crate::writes::idempotency::{self, Claimed};
@@ -104,17 +104,17 @@ impl RowSet for MessageRows<'_> {
         self.0.len()
     }
 
-    fn insert_one(&self, i: usize) -> Piped {
-        Piped::new(diesel::insert_into(messages::table).values(self.0[i].clone()))
+    fn insert_one(&self, i: usize) -> Executable {
+        Executable::new(diesel::insert_into(messages::table).values(self.0[i].clone()))
     }
 
-    fn insert_values(&self, range: Range<usize>) -> Piped {
-        Piped::new(diesel::insert_into(messages::table).values(self.0[range].to_vec()))
+    fn insert_values(&self, range: Range<usize>) -> Executable {
+        Executable::new(diesel::insert_into(messages::table).values(self.0[range].to_vec()))
     }
 
-    fn insert_unnest(&self) -> Piped {
+    fn insert_unnest(&self) -> Executable {
         let rows = self.0;
-        Piped::new(InsertMessagesUnnest {
+        Executable::new(InsertMessagesUnnest {
             // Never empty: `write_rows` sends nothing for no rows.
             chat_id: rows.first().map_or_else(Uuid::nil, |r| r.chat_id),
             ids: rows.iter().map(|r| r.id).collect(),
@@ -217,7 +217,7 @@ impl PgStore {
     async fn run_chunks(
         &self,
         rows: Rows,
-        plan: ImportPlan,
+        chunking: Chunking,
         strategy: InsertStrategy,
         key: Option<KeyClaim>,
     ) -> ImportReport {
@@ -229,7 +229,7 @@ impl PgStore {
         let stopped = Arc::new(AtomicBool::new(false));
         type Outcome = Option<Result<Option<WriteCount>, RepositoryError>>;
         let outcomes: Vec<(ChunkRange, Outcome)> =
-            futures_util::stream::iter(plan.chunks(requested))
+            futures_util::stream::iter(chunking.chunks(requested))
                 .map(|chunk| {
                     let (rows, stopped, db) = (rows.clone(), stopped.clone(), self.db().clone());
                     let key = key.clone();
@@ -262,7 +262,7 @@ impl PgStore {
                         (chunk, Some(written))
                     }
                 })
-                .buffer_unordered(plan.parallelism.max(1))
+                .buffer_unordered(chunking.parallelism.max(1))
                 .collect()
                 .await;
         let mut committed = Vec::new();
@@ -288,7 +288,7 @@ impl PgStore {
         committed.sort_by_key(|c| c.index);
         ImportReport {
             requested,
-            plan,
+            chunking,
             committed,
             failure,
         }
@@ -301,7 +301,7 @@ impl PgStore {
     /// database could not be reached before the first chunk); a failure
     /// after that is reported in the report, with the committed chunks.
     #[instrument(skip_all, fields(chat_id = %job.chat_id, rows = job.user_ids.len(),
-        chunk_size = job.plan.chunk_size, parallelism = job.plan.parallelism))]
+        chunk_size = job.chunking.chunk_size, parallelism = job.chunking.parallelism))]
     pub async fn import_members(
         &self,
         job: ImportMembers,
@@ -331,7 +331,7 @@ impl PgStore {
             joined_at: job.joined_at,
             user_ids: job.user_ids.iter().map(|id| id.as_uuid()).collect(),
         };
-        Ok(self.run_chunks(rows, job.plan, strategy, key).await)
+        Ok(self.run_chunks(rows, job.chunking, strategy, key).await)
     }
 
     /// Imports the messages, chunk by chunk, with `strategy` inside each
@@ -339,7 +339,7 @@ impl PgStore {
     /// chunk, `NotAMember` naming one that is not). Imported messages
     /// publish no events: an import is a data migration, not chat traffic.
     #[instrument(skip_all, fields(chat_id = %job.chat_id, rows = job.messages.len(),
-        chunk_size = job.plan.chunk_size, parallelism = job.plan.parallelism))]
+        chunk_size = job.chunking.chunk_size, parallelism = job.chunking.parallelism))]
     pub async fn import_messages(
         &self,
         job: ImportMessages,
@@ -421,7 +421,7 @@ impl PgStore {
                 .collect(),
             fanout,
         );
-        Ok(self.run_chunks(rows, job.plan, strategy, key).await)
+        Ok(self.run_chunks(rows, job.chunking, strategy, key).await)
     }
 }
 

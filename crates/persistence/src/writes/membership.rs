@@ -4,7 +4,7 @@
 //! Each is one transaction: it locks the chat row against other membership
 //! changes (`FOR NO KEY UPDATE`, which posting does not wait for), checks
 //! who may do it, writes the change and its `membership` message, and runs
-//! the publish plan's in-transaction step; the event follows the message's
+//! its event's step before COMMIT ([`Publishing`]); the event follows the message's
 //! publish mode like any other write's.
 
 use std::time::Duration;
@@ -21,7 +21,7 @@ use chatlab_domain::{
 };
 
 use crate::error_mapping::{name_unknown_users, query_err};
-use crate::events::publishing::{PublishPlan, TxError};
+use crate::events::publishing::{Publishing, TxError};
 use crate::models::MessageRow;
 use crate::reads;
 use crate::schema::{chat_members, chats, inbox, messages};
@@ -41,12 +41,12 @@ struct Change {
 }
 
 /// Writes the change's `membership` message (in `mode`), then the publish
-/// plan's step before COMMIT: the last two steps of every change.
+/// event's step before COMMIT: the last two steps of every change.
 async fn record(
     s: &mut DbSession,
     change: Change,
     mode: PublishMode,
-    plan: &PublishPlan,
+    publishing: &Publishing,
 ) -> Result<(), TxError> {
     let row = MessageRow {
         id: change.message_id.as_uuid(),
@@ -59,7 +59,7 @@ async fn record(
     };
     s.execute(diesel::insert_into(messages::table).values(row))
         .await?;
-    plan.before_commit(s).await
+    publishing.before_commit(s).await
 }
 
 /// The chat's owner, after checking that `actor` is a member (for anyone
@@ -95,7 +95,7 @@ async fn add_members_work(
     s: &mut DbSession,
     command: &AddMembers,
     strategy: InsertStrategy,
-    plan: &PublishPlan,
+    publishing: &Publishing,
     mode: PublishMode,
     key: Option<&KeyClaim>,
     retention: Duration,
@@ -125,7 +125,7 @@ async fn add_members_work(
                 body: command.message_body(),
                 created_at: command.created_at,
             };
-            record(s, change, mode, plan).await?;
+            record(s, change, mode, publishing).await?;
             Ok::<_, TxError>(Keyed::Fresh(()))
         })
         .await;
@@ -148,7 +148,7 @@ async fn add_members_work(
 async fn remove_member_work(
     s: &mut DbSession,
     command: &RemoveMember,
-    plan: &PublishPlan,
+    publishing: &Publishing,
     mode: PublishMode,
 ) -> Result<(), RepositoryError> {
     let chat_id = command.chat_id;
@@ -186,7 +186,7 @@ async fn remove_member_work(
             body: command.message_body(),
             created_at: command.created_at,
         };
-        record(s, change, mode, plan).await
+        record(s, change, mode, publishing).await
     })
     .await
     .map_err(RepositoryError::from)
@@ -196,7 +196,7 @@ async fn remove_member_work(
 async fn transfer_work(
     s: &mut DbSession,
     command: &TransferOwnership,
-    plan: &PublishPlan,
+    publishing: &Publishing,
     mode: PublishMode,
 ) -> Result<(), RepositoryError> {
     let chat_id = command.chat_id;
@@ -229,7 +229,7 @@ async fn transfer_work(
             body: command.message_body(),
             created_at: command.created_at,
         };
-        record(s, change, mode, plan).await
+        record(s, change, mode, publishing).await
     })
     .await
     .map_err(RepositoryError::from)
@@ -254,13 +254,13 @@ impl PgStore {
         mode: PublishMode,
         key: Option<KeyClaim>,
     ) -> Result<Keyed<()>, RepositoryError> {
-        let plan = self.plan(mode, || {
+        let publishing = self.publishing(mode, || {
             Event::members_added(&command, mode)
                 .with_trace_parent(chatlab_telemetry::current_traceparent())
         });
         let retention = self.key_retention();
         let outcome = {
-            let plan = plan.clone();
+            let publishing = publishing.clone();
             self.db()
                 .run(move |s| {
                     async move {
@@ -268,7 +268,7 @@ impl PgStore {
                             s,
                             &command,
                             strategy,
-                            &plan,
+                            &publishing,
                             mode,
                             key.as_ref(),
                             retention,
@@ -280,7 +280,7 @@ impl PgStore {
                 .await?
         };
         if let Keyed::Fresh(()) = outcome {
-            plan.after_commit().await;
+            publishing.after_commit().await;
         }
         Ok(outcome)
     }
@@ -294,12 +294,12 @@ impl PgStore {
         command: RemoveMember,
         mode: PublishMode,
     ) -> Result<(), RepositoryError> {
-        let plan = self.plan(mode, || {
+        let publishing = self.publishing(mode, || {
             Event::member_removed(&command, mode)
                 .with_trace_parent(chatlab_telemetry::current_traceparent())
         });
-        self.run_planned(plan, move |s, plan| {
-            async move { remove_member_work(s, &command, &plan, mode).await }.boxed()
+        self.run_with_event(publishing, move |s, publishing| {
+            async move { remove_member_work(s, &command, &publishing, mode).await }.boxed()
         })
         .await
     }
@@ -312,30 +312,34 @@ impl PgStore {
         command: TransferOwnership,
         mode: PublishMode,
     ) -> Result<(), RepositoryError> {
-        let plan = self.plan(mode, || {
+        let publishing = self.publishing(mode, || {
             Event::owner_changed(&command, mode)
                 .with_trace_parent(chatlab_telemetry::current_traceparent())
         });
-        self.run_planned(plan, move |s, plan| {
-            async move { transfer_work(s, &command, &plan, mode).await }.boxed()
+        self.run_with_event(publishing, move |s, publishing| {
+            async move { transfer_work(s, &command, &publishing, mode).await }.boxed()
         })
         .await
     }
 
-    /// Runs `work` on a connection with a copy of `plan`, then the plan's
+    /// Runs `work` on a connection with a copy of `publishing`, then its
     /// step after COMMIT, the connection back in the pool.
-    async fn run_planned<F>(&self, plan: PublishPlan, work: F) -> Result<(), RepositoryError>
+    async fn run_with_event<F>(
+        &self,
+        publishing: Publishing,
+        work: F,
+    ) -> Result<(), RepositoryError>
     where
         F: for<'s> FnOnce(
                 &'s mut DbSession,
-                PublishPlan,
+                Publishing,
             ) -> BoxFuture<'s, Result<(), RepositoryError>>
             + Send
             + 'static,
     {
-        let copy = plan.clone();
+        let copy = publishing.clone();
         self.db().run(move |s| work(s, copy)).await?;
-        plan.after_commit().await;
+        publishing.after_commit().await;
         Ok(())
     }
 }

@@ -15,7 +15,7 @@ use diesel::pg::PgConnection;
 use chatlab_domain::RowsBy;
 use chatlab_domain::write_plan::rows_per_statement;
 
-use crate::session::{DbSession, Piped};
+use crate::session::{DbSession, Executable};
 
 /// What a write sent: INSERT (or COPY) statements and rows.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -45,11 +45,11 @@ pub(crate) trait RowSet: Sync {
     /// How many rows.
     fn len(&self) -> usize;
     /// The single-row INSERT of row `i`.
-    fn insert_one(&self, i: usize) -> Piped;
+    fn insert_one(&self, i: usize) -> Executable;
     /// One multi-row `INSERT ... VALUES` of the rows in `range`.
-    fn insert_values(&self, range: Range<usize>) -> Piped;
+    fn insert_values(&self, range: Range<usize>) -> Executable;
     /// Every row in one `INSERT ... SELECT FROM unnest(...)`.
-    fn insert_unnest(&self) -> Piped;
+    fn insert_unnest(&self) -> Executable;
     /// Every row by one binary COPY on the blocking driver's connection.
     fn copy(&self, c: &mut PgConnection) -> QueryResult<usize>;
 }

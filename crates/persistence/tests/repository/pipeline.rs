@@ -17,7 +17,7 @@ use uuid::Uuid;
 use chatlab_domain::{InsertStrategy, PublishMode, UserId};
 use chatlab_persistence::queries::InsertMembersUnnest;
 use chatlab_persistence::schema::{chats, messages};
-use chatlab_persistence::{DbSession, PgStore, Piped};
+use chatlab_persistence::{DbSession, Executable, PgStore};
 use chatlab_testdb::TestDb;
 
 use crate::support::{NoBroker, command, seed_users};
@@ -36,8 +36,8 @@ async fn one_connection_store() -> (TestDb, PgStore) {
     (db, store)
 }
 
-fn insert_chat(id: Uuid, creator: UserId) -> Piped {
-    Piped::new(diesel::insert_into(chats::table).values((
+fn insert_chat(id: Uuid, creator: UserId) -> Executable {
+    Executable::new(diesel::insert_into(chats::table).values((
         chats::id.eq(id),
         chats::name.eq("piped"),
         chats::creator_id.eq(creator.as_uuid()),
@@ -46,8 +46,8 @@ fn insert_chat(id: Uuid, creator: UserId) -> Piped {
     )))
 }
 
-fn insert_message(chat_id: Uuid) -> Piped {
-    Piped::new(diesel::insert_into(messages::table).values((
+fn insert_message(chat_id: Uuid) -> Executable {
+    Executable::new(diesel::insert_into(messages::table).values((
         messages::id.eq(Uuid::now_v7()),
         messages::chat_id.eq(chat_id),
         messages::kind.eq("system"),
@@ -114,7 +114,7 @@ async fn idle_in_transaction(conn: &mut AsyncPgConnection) -> i64 {
 
 /// Runs `statements` as one pipelined transaction on the store's pool
 /// (on the blocking driver, one by one inside a transaction).
-async fn pipelined(store: &PgStore, statements: Vec<Piped>) -> QueryResult<Vec<usize>> {
+async fn pipelined(store: &PgStore, statements: Vec<Executable>) -> QueryResult<Vec<usize>> {
     store
         .db()
         .run(move |s: &mut DbSession| {
@@ -157,7 +157,7 @@ async fn a_statement_failing_on_the_server_rolls_the_flight_back_and_leaves_a_cl
         &store,
         vec![
             insert_chat(chat, users[0]),
-            Piped::new(InsertMembersUnnest {
+            Executable::new(InsertMembersUnnest {
                 chat_id: chat,
                 joined_at: Utc::now(),
                 user_ids: vec![users[1].as_uuid(), ghost],
@@ -205,7 +205,7 @@ async fn a_statement_failing_before_it_is_sent_ends_the_flight_with_rollback() {
         &store,
         vec![
             insert_chat(chat, users[0]),
-            Piped::new(Unbuildable),
+            Executable::new(Unbuildable),
             insert_message(chat),
         ],
     )

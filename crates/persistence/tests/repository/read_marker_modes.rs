@@ -14,7 +14,7 @@ use chatlab_domain::{
     ReadMarkerMode, RepositoryError, UserId,
 };
 use chatlab_persistence::schema::{chat_members, inbox, read_marker_log};
-use chatlab_persistence::{MarkerFlusher, PgStore, SendRoute, SessionSettings};
+use chatlab_persistence::{MarkerWriter, PgStore, SendRoute, SessionSettings};
 
 use crate::support::{command, fixture, message, seed_users};
 
@@ -98,7 +98,7 @@ async fn refused_moves(store: &PgStore, stranger: MarkRead, foreign: MarkRead) {
 async fn coalesced_moves_are_answered_at_once_and_written_by_one_flush() {
     let f = fixture().await;
     let store = f.store.clone().with_read_markers(ReadMarkerMode::Coalesced);
-    let mut flusher = MarkerFlusher::new(
+    let mut flusher = MarkerWriter::new(
         f.db.url().to_owned().into(),
         &SessionSettings::default(),
         store.read_markers().clone(),
@@ -200,7 +200,7 @@ async fn logged(conn: &mut AsyncPgConnection, chat: ChatId) -> i64 {
 async fn log_moves_are_seen_at_once_and_folded_by_one_compaction() {
     let f = fixture().await;
     let store = f.store.clone().with_read_markers(ReadMarkerMode::Log);
-    let mut compactor = MarkerFlusher::new(
+    let mut compactor = MarkerWriter::new(
         f.db.url().to_owned().into(),
         &SessionSettings::default(),
         store.read_markers().clone(),
