@@ -357,18 +357,22 @@ fn broker_findings(input: &AuditInput<'_>) -> BrokerFindings {
     findings
 }
 
-/// Reconciles writes, receipts and events.
-pub fn reconcile(input: &AuditInput<'_>) -> AuditReport {
-    #[derive(Default)]
-    struct Subject {
-        mode: Option<PublishMode>,
-        committed: bool,
-        event_ids: Vec<Uuid>,
-        acked_at: Vec<Receipt>,
-        seen_at: Vec<Receipt>,
-        copies: HashMap<Uuid, usize>,
-        acked_ids: HashSet<Uuid>,
-    }
+/// What the window holds of one subject (a chat or a message): its write,
+/// the copies of its events on the topic, and its receipts.
+#[derive(Default)]
+struct Subject {
+    mode: Option<PublishMode>,
+    committed: bool,
+    event_ids: Vec<Uuid>,
+    acked_at: Vec<Receipt>,
+    seen_at: Vec<Receipt>,
+    copies: HashMap<Uuid, usize>,
+    acked_ids: HashSet<Uuid>,
+}
+
+/// Every subject of the window, in id (time) order, gathered from the
+/// committed writes, the events read back and the broker's receipts.
+fn subjects(input: &AuditInput<'_>) -> BTreeMap<Uuid, Subject> {
     let mut subjects: BTreeMap<Uuid, Subject> = BTreeMap::new();
     for w in input.writes {
         let s = subjects.entry(w.subject_id).or_default();
@@ -393,16 +397,88 @@ pub fn reconcile(input: &AuditInput<'_>) -> AuditReport {
             s.event_ids.push(a.event_id);
         }
     }
+    subjects
+}
 
-    let mut per_mode: BTreeMap<usize, ModeAudit> = BTreeMap::new();
-    let mut lines = Vec::new();
-    for (subject_id, mut s) in subjects {
-        let Some(mode) = s.mode else { continue };
-        let index = PublishMode::ALL
+impl Subject {
+    /// Whether a copy of its event is on the topic.
+    fn on_topic(&self) -> bool {
+        !self.seen_at.is_empty()
+    }
+
+    /// Whether the broker acknowledged an event of it.
+    fn acked(&self) -> bool {
+        !self.acked_at.is_empty()
+    }
+
+    /// Committed in a mode that publishes, and not on the topic.
+    fn lost(&self, mode: PublishMode) -> bool {
+        self.committed && mode.publishes() && !self.on_topic()
+    }
+
+    /// On the topic, and never committed.
+    fn phantom(&self) -> bool {
+        !self.committed && self.on_topic()
+    }
+
+    /// Adds this subject to its mode's counts.
+    fn count_into(&self, m: &mut ModeAudit, mode: PublishMode) {
+        m.committed += usize::from(self.committed);
+        m.events += self.copies.len();
+        m.acked += self.acked_ids.len();
+        m.duplicated += self.copies.values().map(|n| n - 1).sum::<usize>();
+        if self.lost(mode) {
+            m.lost += 1;
+            if self.acked() {
+                m.lost_after_ack += 1;
+            }
+        }
+        m.phantom += usize::from(self.phantom());
+    }
+
+    /// The worst that happened to it: an acknowledged event the topic does
+    /// not serve, a loss, a phantom, a duplicate, or nothing.
+    fn verdict(&self, mode: PublishMode) -> Verdict {
+        let lost = self.lost(mode);
+        let seen: HashSet<Receipt> = self.seen_at.iter().copied().collect();
+        let not_served = self
+            .acked_at
             .iter()
-            .position(|m| *m == mode)
-            .unwrap_or(0);
-        let m = per_mode.entry(index).or_insert(ModeAudit {
+            .any(|r| r.has_offset() && !seen.contains(r));
+        if not_served || (lost && self.acked()) {
+            Verdict::NotServedAfterAck
+        } else if lost {
+            Verdict::Lost
+        } else if self.phantom() {
+            Verdict::Phantom
+        } else if self.copies.values().any(|n| *n > 1) {
+            Verdict::Duplicated
+        } else {
+            Verdict::Ok
+        }
+    }
+
+    /// Its line of the report, receipts and sightings in offset order.
+    fn into_line(mut self, subject_id: Uuid, mode: PublishMode) -> EventLine {
+        let verdict = self.verdict(mode);
+        self.acked_at.sort_unstable();
+        self.seen_at.sort_unstable();
+        EventLine {
+            subject_id,
+            mode,
+            committed: self.committed,
+            event_ids: self.event_ids,
+            acked_at: self.acked_at,
+            seen_at: self.seen_at,
+            verdict,
+        }
+    }
+}
+
+impl ModeAudit {
+    /// A mode's entry before any subject is counted.
+    fn empty(mode: PublishMode) -> Self {
+        Self {
             mode,
             committed: 0,
             events: 0,
@@ -411,50 +487,28 @@ pub fn reconcile(input: &AuditInput<'_>) -> AuditReport {
             lost_after_ack: 0,
             phantom: 0,
             duplicated: 0,
-        });
-        let on_topic = !s.seen_at.is_empty();
-        let acked = !s.acked_at.is_empty();
-        m.committed += usize::from(s.committed);
-        m.events += s.copies.len();
-        m.acked += s.acked_ids.len();
-        m.duplicated += s.copies.values().map(|n| n - 1).sum::<usize>();
-        let lost = s.committed && mode.publishes() && !on_topic;
-        if lost {
-            m.lost += 1;
-            if acked {
-                m.lost_after_ack += 1;
-            }
         }
-        let phantom = !s.committed && on_topic;
-        m.phantom += usize::from(phantom);
-        let seen: HashSet<Receipt> = s.seen_at.iter().copied().collect();
-        let not_served = s
-            .acked_at
+    }
+}
+
+/// Reconciles writes, receipts and events.
+pub fn reconcile(input: &AuditInput<'_>) -> AuditReport {
+    let mut per_mode: BTreeMap<usize, ModeAudit> = BTreeMap::new();
+    let mut lines = Vec::new();
+    for (subject_id, s) in subjects(input) {
+        let Some(mode) = s.mode else { continue };
+        let index = PublishMode::ALL
             .iter()
-            .any(|r| r.has_offset() && !seen.contains(r));
-        let verdict = if not_served || (lost && acked) {
-            Verdict::NotServedAfterAck
-        } else if lost {
-            Verdict::Lost
-        } else if phantom {
-            Verdict::Phantom
-        } else if s.copies.values().any(|n| *n > 1) {
-            Verdict::Duplicated
-        } else {
-            Verdict::Ok
-        };
-        if mode.publishes() || on_topic || acked {
-            s.acked_at.sort_unstable();
-            s.seen_at.sort_unstable();
-            lines.push(EventLine {
-                subject_id,
-                mode,
-                committed: s.committed,
-                event_ids: s.event_ids,
-                acked_at: s.acked_at,
-                seen_at: s.seen_at,
-                verdict,
-            });
+            .position(|m| *m == mode)
+            .unwrap_or(0);
+        s.count_into(
+            per_mode
+                .entry(index)
+                .or_insert_with(|| ModeAudit::empty(mode)),
+            mode,
+        );
+        if mode.publishes() || s.on_topic() || s.acked() {
+            lines.push(s.into_line(subject_id, mode));
         }
     }
     // Findings first, the worst first; subjects in id (time) order within.
