@@ -7,8 +7,8 @@ use actix_web::App;
 use utoipa::OpenApi;
 use utoipa_actix_web::AppExt;
 
-use crate::idempotency::IdempotencyKeyValue;
-use crate::overrides::{FanoutName, PublishModeName, StrategyName};
+use crate::http::idempotency::IdempotencyKeyValue;
+use crate::http::overrides::{FanoutName, PublishModeName, StrategyName};
 use crate::problem::{FieldProblem, Problem};
 
 /// Header, tags and shared schemas of the document.

@@ -18,7 +18,7 @@ use super::cursor::Cursor;
 use super::hub::{Frame, Hub, Registration};
 use super::metrics::LiveMetrics;
 use crate::auth::Caller;
-use crate::http_limits::carries_body;
+use crate::http::limits::carries_body;
 use crate::problem::{ApiError, Problem};
 use crate::state::AppState;
 use chatlab_auth::TokenRejection;

@@ -6,7 +6,7 @@ use actix_web::error::{JsonPayloadError, PathError, QueryPayloadError};
 use actix_web::{HttpRequest, HttpResponse, web};
 
 use super::ApiError;
-use crate::http_limits::{BODY_TIMEOUT_MESSAGE, KnownPaths, is_body_timeout, method_label};
+use crate::http::limits::{BODY_TIMEOUT_MESSAGE, KnownPaths, is_body_timeout, method_label};
 
 /// The JSON body reader of every endpoint but the import jobs, bounded by
 /// `HTTP_JSON_LIMIT_BYTES`.

@@ -16,6 +16,7 @@
 
 pub mod export_metrics;
 pub mod otlp;
+pub mod process_metrics;
 mod request_span;
 pub mod throttle;
 pub mod trace_headers;

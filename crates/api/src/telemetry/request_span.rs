@@ -27,7 +27,7 @@ impl RootSpanBuilder for RequestSpan {
         // The sampler decides before the span is built: an unsampled
         // request gets a lean root, and nothing below it is built.
         chatlab_telemetry::open_root(&Headers(request.headers()), || {
-            let method = crate::http_limits::method_label(request.method());
+            let method = crate::http::limits::method_label(request.method());
             let route = request.match_pattern();
             let name = match &route {
                 Some(route) => format!("{method} {route}"),

@@ -1,13 +1,11 @@
 //! The background workers under their owner, against a real database:
 //! once the owner is gone, the outbox relay and the receipt ledger stop
 //! and close their connections, instead of waiting on a stop signal that
-//! can no longer come (the relay used to spin, querying without pause);
-//! and a server whose process starts within a minute of the machine's boot
-//! relays its outbox. The relay used to compute "a minute ago" as an
-//! `Instant`, which on Linux is a negative time since boot and works, but
-//! panics where an `Instant` counts unsigned ticks (macOS); it no longer
-//! computes one.
-
+//! can never come (or spinning, querying without pause); and a server
+//! whose process starts within a minute of the machine's boot relays its
+//! outbox: "a minute ago" is never computed as an `Instant`, which would
+//! lie before the boot and panic where an `Instant` counts unsigned ticks
+//! (macOS).
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -2,7 +2,7 @@
 //! settings ask for, then actix's HTTP/1 service, as actix-web's
 //! `HttpServer` assembles it, on each connection's [`Guarded`] socket, so
 //! that a request head that stalls between two requests of a connection
-//! meets a deadline too (see [`crate::http_limits`]).
+//! meets a deadline too (see [`crate::http::limits`]).
 
 use std::fmt;
 use std::net::{SocketAddr, TcpListener};
@@ -15,7 +15,7 @@ use actix_web::body::MessageBody;
 use actix_web::dev::{AppConfig, Server, Service, ServiceFactory, fn_service};
 use actix_web::rt::net::TcpStream;
 
-use crate::http_limits::Guarded;
+use crate::http::limits::Guarded;
 
 /// How long a connection that is closing after its answer (its request's
 /// body unfinished, or a deadline passed) may still send before it is

@@ -18,7 +18,7 @@ use prometheus_client::registry::{Registry, Unit};
 
 use chatlab_persistence::pool_metrics::{TraceLabel, latency_buckets};
 
-use crate::http_limits::method_label;
+use crate::http::limits::method_label;
 
 /// Labels of the request-duration histogram.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -26,7 +26,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Sleep;
 
 use super::holding::Holding;
-use crate::listener::LINGER;
+use crate::http::listener::LINGER;
 use crate::problem::ApiError;
 
 /// The requests of one connection in flight: from the moment the app

@@ -1,7 +1,8 @@
-//! The server's background workers under one owner: the outbox relay, the
-//! idempotency key sweeper, the live tail and its fan-out, and the receipt
-//! ledger. They start through [`Background`] and stop through it, with one
-//! cancellation; dropping it without [`Background::stop`] cancels them too,
+//! The server's background workers under one owner. [`start_all`] starts
+//! every one of them, in one place: the receipt ledger, the idempotency key
+//! sweeper, the read marker writer (outside `direct` mode), the live tail
+//! and its fan-out, and the outbox relay. They start through [`Background`]
+//! and stop through it, with one cancellation; dropping it without [`Background::stop`] cancels them too,
 //! so no worker outlives its owner or waits on a signal that can no longer
 //! come.
 //!
@@ -12,10 +13,19 @@
 //! stage, waits for it, runs the caller's flush, and only then cancels the
 //! ledger.
 
+pub mod key_sweeper;
+pub mod marker_writer;
+mod periodic;
+mod start_all;
+
 use std::future::Future;
+use std::time::Duration;
 
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+
+pub use periodic::Periodic;
+pub use start_all::{Inputs, start_all};
 
 /// A running worker, named for the log.
 struct Worker {
@@ -57,6 +67,12 @@ impl Background {
     ) {
         let task = spawn(self.first.child_token());
         self.first_stage.push(Worker { name, task });
+    }
+
+    /// Starts a first-stage worker that runs `job` at once and then every
+    /// `period`, and finishes it when the workers stop.
+    pub fn every(&mut self, name: &'static str, period: Duration, job: impl Periodic) {
+        self.start(name, |stop| periodic::spawn(period, job, stop));
     }
 
     /// Starts a worker that stops last, after the flush given to
