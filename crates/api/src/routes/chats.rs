@@ -5,9 +5,10 @@ use chatlab_domain::{ChatCreated, ChatId, CreateChat, NewChat, PageRequest, User
 
 use crate::auth::Caller;
 use crate::dto::{ChatCreatedResponse, ChatResponse, CreateChatRequest, MembersPage, MembersQuery};
-use crate::idempotency::{IdempotencyKeyHeader, IdempotencyKeyValue, PreparedResponse};
-use crate::overrides::{ChosenPublishMode, ChosenStrategy, PublishModeName, StrategyName};
+use crate::http::idempotency::{IdempotencyKeyHeader, IdempotencyKeyValue, PreparedResponse};
+use crate::http::overrides::{ChosenPublishMode, ChosenStrategy, PublishModeName, StrategyName};
 use crate::problem::{ApiError, Problem};
+use crate::routes::responses::{NotJson, Unauthenticated};
 use crate::state::AppState;
 
 /// createChat: the chat, its members (the caller, who owns it, and those
@@ -37,8 +38,8 @@ use crate::state::AppState;
             )),
         (status = 409, description = "A request with the same Idempotency-Key is still being written", body = Problem, content_type = "application/problem+json"),
         (status = 400, description = "Malformed JSON or override header", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "The body is not sent as application/json", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid bearer token", body = Problem, content_type = "application/problem+json"),
+        NotJson,
+        Unauthenticated,
         (status = 422, description = "Invalid fields, too many members, unknown users (listed), or an Idempotency-Key used before for another request", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable, pool exhausted, or (in_tx_await) the broker did not acknowledge; nothing written", body = Problem, content_type = "application/problem+json"),
     )
@@ -93,7 +94,7 @@ pub async fn create_chat(
     responses(
         (status = 200, description = "The chat", body = ChatResponse),
         (status = 400, description = "Malformed id", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid bearer token", body = Problem, content_type = "application/problem+json"),
+        Unauthenticated,
         (status = 404, description = "No such chat, or the caller is not a member (the same answer)", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -117,7 +118,7 @@ pub async fn get_chat(
     responses(
         (status = 200, description = "A page of members", body = MembersPage),
         (status = 400, description = "Malformed id or query", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid bearer token", body = Problem, content_type = "application/problem+json"),
+        Unauthenticated,
         (status = 404, description = "No such chat, or the caller is not a member (the same answer)", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Limit out of range", body = Problem, content_type = "application/problem+json"),
     )

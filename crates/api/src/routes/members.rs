@@ -10,9 +10,10 @@ use crate::auth::Caller;
 use crate::dto::{
     AddMembersRequest, MembersAddedResponse, OwnerChangedResponse, TransferOwnershipRequest,
 };
-use crate::idempotency::{IdempotencyKeyHeader, IdempotencyKeyValue, PreparedResponse};
-use crate::overrides::{ChosenPublishMode, ChosenStrategy, PublishModeName, StrategyName};
+use crate::http::idempotency::{IdempotencyKeyHeader, IdempotencyKeyValue, PreparedResponse};
+use crate::http::overrides::{ChosenPublishMode, ChosenStrategy, PublishModeName, StrategyName};
 use crate::problem::{ApiError, Problem};
+use crate::routes::responses::{NotJson, Unauthenticated};
 use crate::state::AppState;
 
 /// Adds members to a chat (the owner only), in one transaction: the member
@@ -39,11 +40,11 @@ use crate::state::AppState;
                 ("idempotent-replayed" = String, description = "`true` when this is the stored response of an earlier request with the same Idempotency-Key"),
             )),
         (status = 400, description = "Malformed JSON, id or header", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid bearer token", body = Problem, content_type = "application/problem+json"),
+        Unauthenticated,
         (status = 403, description = "The caller is a member but not the owner; nothing written", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such chat, or the caller is not a member (the same answer)", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Some users are members already (listed), or a request with the same Idempotency-Key is still being written; nothing written", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "The body is not sent as application/json", body = Problem, content_type = "application/problem+json"),
+        NotJson,
         (status = 422, description = "No or too many users, unknown users (listed), or an Idempotency-Key used before for another request; nothing written", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable, or (in_tx_await) the broker did not acknowledge; nothing written", body = Problem, content_type = "application/problem+json"),
     )
@@ -106,7 +107,7 @@ pub async fn add_members(
         (status = 204, description = "Removed",
             headers(("x-chatlab-publish-mode" = String, description = "The publish mode used"))),
         (status = 400, description = "Malformed id or header", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid bearer token", body = Problem, content_type = "application/problem+json"),
+        Unauthenticated,
         (status = 403, description = "The caller is a member but not the owner, and not removing themself", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such chat, the caller is not a member, or the user is not a member", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The owner cannot leave before handing the chat over", body = Problem, content_type = "application/problem+json"),
@@ -145,11 +146,11 @@ pub async fn remove_member(
         (status = 200, description = "Handed over", body = OwnerChangedResponse,
             headers(("x-chatlab-publish-mode" = String, description = "The publish mode used"))),
         (status = 400, description = "Malformed JSON, id or header", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid bearer token", body = Problem, content_type = "application/problem+json"),
+        Unauthenticated,
         (status = 403, description = "The caller is not the owner, or the new owner is not a member", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such chat, or the caller is not a member (the same answer)", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The user owns the chat already", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "The body is not sent as application/json", body = Problem, content_type = "application/problem+json"),
+        NotJson,
         (status = 503, description = "Database unavailable, or (in_tx_await) the broker did not acknowledge; nothing written", body = Problem, content_type = "application/problem+json"),
     )
 )]

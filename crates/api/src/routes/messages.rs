@@ -6,11 +6,12 @@ use chatlab_persistence::SendRoute;
 
 use crate::auth::Caller;
 use crate::dto::{MessageResponse, MessagesPage, MessagesQuery, SendMessageRequest};
-use crate::idempotency::{IdempotencyKeyHeader, IdempotencyKeyValue, PreparedResponse};
-use crate::overrides::{
+use crate::http::idempotency::{IdempotencyKeyHeader, IdempotencyKeyValue, PreparedResponse};
+use crate::http::overrides::{
     ChosenFanout, ChosenPublishMode, ChosenStrategy, FanoutName, PublishModeName, StrategyName,
 };
 use crate::problem::{ApiError, Problem};
+use crate::routes::responses::{NotJson, Unauthenticated};
 use crate::state::AppState;
 
 /// Posts a message as the caller, with its `message.sent` event (by the
@@ -41,8 +42,8 @@ use crate::state::AppState;
             )),
         (status = 409, description = "A request with the same Idempotency-Key is still being written", body = Problem, content_type = "application/problem+json"),
         (status = 400, description = "Malformed JSON or id", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "The body is not sent as application/json", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid bearer token", body = Problem, content_type = "application/problem+json"),
+        NotJson,
+        Unauthenticated,
         (status = 404, description = "No such chat, or the caller is not a member (the same answer)", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid body, or an Idempotency-Key used before for another request", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable, or (in_tx_await) the broker did not acknowledge; nothing written", body = Problem, content_type = "application/problem+json"),
@@ -96,7 +97,7 @@ pub async fn send_message(
     responses(
         (status = 200, description = "A page of messages", body = MessagesPage),
         (status = 400, description = "Malformed id or query", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid bearer token", body = Problem, content_type = "application/problem+json"),
+        Unauthenticated,
         (status = 404, description = "No such chat, or the caller is not a member (the same answer)", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Limit out of range", body = Problem, content_type = "application/problem+json"),
     )

@@ -12,6 +12,7 @@ mod members;
 mod messages;
 mod metrics;
 mod read_state;
+mod responses;
 mod users;
 
 use actix_web::web;

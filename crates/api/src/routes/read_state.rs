@@ -12,8 +12,9 @@ use chatlab_domain::{
 
 use crate::auth::Caller;
 use crate::dto::{MarkReadRequest, MyChatsPage, MyChatsQuery, ReadStateResponse};
-use crate::overrides::{ChosenFanout, FanoutName};
+use crate::http::overrides::{ChosenFanout, FanoutName};
 use crate::problem::{ApiError, Problem};
+use crate::routes::responses::{NotJson, Unauthenticated};
 use crate::state::AppState;
 
 /// Moves the caller's read marker in the chat forward to `up_to`, one of
@@ -39,8 +40,8 @@ use crate::state::AppState;
         (status = 200, description = "The read state after the move", body = ReadStateResponse,
             headers(("x-chatlab-message-fanout" = String, description = "The fan-out whose rows were counted"))),
         (status = 400, description = "Malformed JSON or id", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "The body is not sent as application/json", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid bearer token", body = Problem, content_type = "application/problem+json"),
+        NotJson,
+        Unauthenticated,
         (status = 404, description = "No such chat, or the caller is not a member (the same answer)", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`up_to` is not a message of this chat", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable; nothing written", body = Problem, content_type = "application/problem+json"),
@@ -95,7 +96,7 @@ pub async fn mark_read(
         (status = 200, description = "A page of chats", body = MyChatsPage,
             headers(("x-chatlab-message-fanout" = String, description = "The fan-out whose rows were counted"))),
         (status = 400, description = "Malformed query", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid bearer token", body = Problem, content_type = "application/problem+json"),
+        Unauthenticated,
         (status = 422, description = "Limit out of range", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable", body = Problem, content_type = "application/problem+json"),
     )
@@ -126,7 +127,7 @@ pub async fn my_chats(
         (status = 200, description = "The read state", body = ReadStateResponse,
             headers(("x-chatlab-message-fanout" = String, description = "The fan-out whose rows were counted"))),
         (status = 400, description = "Malformed id", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid bearer token", body = Problem, content_type = "application/problem+json"),
+        Unauthenticated,
         (status = 404, description = "No such chat, or the caller is not a member (the same answer)", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable", body = Problem, content_type = "application/problem+json"),
     )

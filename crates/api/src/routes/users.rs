@@ -10,8 +10,9 @@ use crate::dto::{
     BulkUsersRequest, BulkUsersResponse, CreateUserRequest, CreatedUserResponse, TokenRequest,
     TokenResponse, UserResponse,
 };
-use crate::overrides::INSERT_STRATEGY_HEADER;
+use crate::http::overrides::INSERT_STRATEGY_HEADER;
 use crate::problem::{ApiError, Problem};
+use crate::routes::responses::{NotJson, Unauthenticated};
 use crate::state::AppState;
 
 /// Creates a user, and answers a bearer token acting as them (when the
@@ -22,7 +23,7 @@ use crate::state::AppState;
     responses(
         (status = 201, description = "Created", body = CreatedUserResponse),
         (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "The body is not sent as application/json", body = Problem, content_type = "application/problem+json"),
+        NotJson,
         (status = 422, description = "Invalid name", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable", body = Problem, content_type = "application/problem+json"),
     )
@@ -91,7 +92,7 @@ pub async fn create_users_bulk(
     responses(
         (status = 200, description = "The user", body = UserResponse),
         (status = 400, description = "Malformed id", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid bearer token", body = Problem, content_type = "application/problem+json"),
+        Unauthenticated,
         (status = 404, description = "No such user", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -115,7 +116,7 @@ pub async fn get_user(
     responses(
         (status = 201, description = "Issued", body = TokenResponse),
         (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "The body is not sent as application/json", body = Problem, content_type = "application/problem+json"),
+        NotJson,
         (status = 404, description = "No such user, or development tokens are off", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable", body = Problem, content_type = "application/problem+json"),
     )

@@ -9,11 +9,12 @@ use chatlab_domain::{
 use chatlab_persistence::idempotency;
 
 use crate::dto::{ImportMembersRequest, ImportMessagesRequest, ImportResponse};
+use crate::routes::responses::{NotJson, Unauthenticated};
 mod body;
 
 use crate::auth::Caller;
-use crate::idempotency::{IdempotencyKeyHeader, IdempotencyKeyValue, PreparedResponse};
-use crate::overrides::{ChosenFanout, ChosenStrategy, FanoutName, StrategyName};
+use crate::http::idempotency::{IdempotencyKeyHeader, IdempotencyKeyValue, PreparedResponse};
+use crate::http::overrides::{ChosenFanout, ChosenStrategy, FanoutName, StrategyName};
 use crate::problem::{ApiError, Problem};
 use crate::state::AppState;
 use body::ImportBody;
@@ -111,8 +112,8 @@ async fn respond(
         (status = 201, description = "Every row written; or, with `Idempotent-Replayed: true`, the first response to this Idempotency-Key", body = ImportResponse,
             headers(("idempotent-replayed" = String, description = "`true` when this is the stored response of an earlier request with the same Idempotency-Key"))),
         (status = 400, description = "Malformed JSON or id", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "The body is not sent as application/json", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid bearer token", body = Problem, content_type = "application/problem+json"),
+        NotJson,
+        Unauthenticated,
         (status = 403, description = "The caller is a member but not the owner; nothing written", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such chat, or the caller is not a member; nothing written", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "A chunk hit a user already in the chat, or a request with the same Idempotency-Key was writing it; earlier chunks committed (listed)", body = Problem, content_type = "application/problem+json"),
@@ -181,8 +182,8 @@ pub async fn import_members(
         (status = 201, description = "Every row written; or, with `Idempotent-Replayed: true`, the first response to this Idempotency-Key", body = ImportResponse,
             headers(("idempotent-replayed" = String, description = "`true` when this is the stored response of an earlier request with the same Idempotency-Key"))),
         (status = 400, description = "Malformed JSON or id", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "The body is not sent as application/json", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid bearer token", body = Problem, content_type = "application/problem+json"),
+        NotJson,
+        Unauthenticated,
         (status = 403, description = "The caller is a member but not the owner, or a sender is not a member; nothing written", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such chat, or the caller is not a member; nothing written", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over HTTP_IMPORT_LIMIT_BYTES", body = Problem, content_type = "application/problem+json"),
