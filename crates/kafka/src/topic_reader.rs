@@ -5,7 +5,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::{Headers as _, Message};
+use rdkafka::message::{BorrowedMessage, Headers as _, Message};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 
 use chatlab_domain::audit::PartitionEnds;
@@ -120,25 +120,7 @@ pub fn read_all(
             let have = read.entry(partition).or_default();
             if have.insert(offset) {
                 last_new = Instant::now();
-                let traceparent = message.headers().and_then(|headers| {
-                    headers
-                        .iter()
-                        .find(|h| h.key == "traceparent")
-                        .and_then(|h| h.value)
-                        .map(|v| String::from_utf8_lossy(v).into_owned())
-                });
-                records.push(TopicRecord {
-                    partition,
-                    offset,
-                    traceparent,
-                    key: message
-                        .key()
-                        .map(|k| String::from_utf8_lossy(k).into_owned()),
-                    event: message
-                        .payload()
-                        .ok_or_else(|| "empty payload".to_owned())
-                        .and_then(|p| Event::from_json(p).map_err(|e| e.to_string())),
-                });
+                records.push(record_of(&message));
             }
             if todo.get(&partition).is_some_and(|&end| offset + 1 >= end) {
                 todo.remove(&partition);
@@ -151,10 +133,44 @@ pub fn read_all(
             )));
         }
     }
+    Ok(snapshot(records, &read, &ends))
+}
+
+/// The record `message` holds; a payload that is not an event is kept as
+/// the reason it is not.
+fn record_of(message: &BorrowedMessage<'_>) -> TopicRecord {
+    let traceparent = message.headers().and_then(|headers| {
+        headers
+            .iter()
+            .find(|h| h.key == "traceparent")
+            .and_then(|h| h.value)
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+    });
+    TopicRecord {
+        partition: message.partition(),
+        offset: message.offset(),
+        traceparent,
+        key: message
+            .key()
+            .map(|k| String::from_utf8_lossy(k).into_owned()),
+        event: message
+            .payload()
+            .ok_or_else(|| "empty payload".to_owned())
+            .and_then(|p| Event::from_json(p).map_err(|e| e.to_string())),
+    }
+}
+
+/// The snapshot of what was read: records in order, each partition's ends,
+/// and every offset within them that was never served.
+fn snapshot(
+    mut records: Vec<TopicRecord>,
+    read: &HashMap<i32, BTreeSet<i64>>,
+    ends: &HashMap<i32, (i64, i64)>,
+) -> TopicSnapshot {
     records.sort_by_key(|r| (r.partition, r.offset));
     let mut gaps = Vec::new();
     let mut snapshot_ends = Vec::new();
-    for (&partition, &(low, high)) in &ends {
+    for (&partition, &(low, high)) in ends {
         snapshot_ends.push(PartitionEnds {
             partition,
             low,
@@ -169,11 +185,11 @@ pub fn read_all(
     }
     snapshot_ends.sort_by_key(|e| e.partition);
     gaps.sort_unstable();
-    Ok(TopicSnapshot {
+    TopicSnapshot {
         records,
         ends: snapshot_ends,
         gaps,
-    })
+    }
 }
 
 /// A consumer that reads assigned partitions from given offsets: a group of

@@ -223,6 +223,59 @@ pub struct Settings {
     pub log_filter: String,
 }
 
+impl HttpSettings {
+    /// The listeners' settings, with the worker count already resolved.
+    fn from_declared(d: &DeclaredSettings, workers: usize) -> Self {
+        Self {
+            addr: d.http_addr,
+            ops_addr: d.ops_addr,
+            body_timeout: Duration::from_millis(d.http_body_timeout_ms),
+            header_timeout: Duration::from_millis(d.http_header_timeout_ms),
+            max_connections_per_worker: d.http_max_connections_per_worker,
+            backlog: d.http_backlog,
+            workers,
+            json_limit_bytes: d.http_json_limit_bytes,
+            import_limit_bytes: d.http_import_limit_bytes,
+            shutdown_timeout: Duration::from_secs(d.http_shutdown_timeout_secs),
+        }
+    }
+}
+
+impl WriteSettings {
+    /// The write path's defaults and whether requests may override them.
+    fn from_declared(d: &DeclaredSettings) -> Self {
+        Self {
+            default_strategy: d.chat_insert_strategy,
+            default_publish_mode: d.kafka_publish_mode,
+            default_fanout: d.message_fanout,
+            read_marker_mode: d.read_marker_mode,
+            read_marker_flush: Duration::from_millis(d.read_marker_flush_ms),
+            allow_overrides: d.chatlab_allow_overrides,
+            idempotency_sweep_every: Duration::from_secs(d.chatlab_idempotency_sweep_secs),
+        }
+    }
+}
+
+impl LiveSettings {
+    /// The live streams' settings; the total stream budget defaults to half
+    /// the connections the listeners admit.
+    fn from_declared(d: &DeclaredSettings, connections: usize) -> Self {
+        Self {
+            buffer: d.live_buffer_events as usize,
+            frame_body: if d.live_frame_body {
+                EventBody::Carried
+            } else {
+                EventBody::Withheld
+            },
+            heartbeat: Duration::from_secs(d.live_heartbeat_secs),
+            catch_up_records: d.live_catch_up_records,
+            fetch_wait: Duration::from_millis(d.live_fetch_wait_ms),
+            max_streams_per_user: d.live_max_streams_per_user,
+            max_streams: d.live_max_streams.unwrap_or(connections / 2).max(1),
+        }
+    }
+}
+
 impl Settings {
     /// Reads the given variables (tests pass their own).
     pub fn from_vars(vars: HashMap<String, String>) -> Result<Self, ConfigError> {
@@ -234,6 +287,12 @@ impl Settings {
     /// checks that span more than one setting.
     pub fn from_declared(d: DeclaredSettings) -> Result<Self, ConfigError> {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let workers = d.http_workers.unwrap_or(cores).max(1);
+        let connections = workers.saturating_mul(d.http_max_connections_per_worker);
+        // Before the fields that move out of `d`.
+        let http = HttpSettings::from_declared(&d, workers);
+        let writes = WriteSettings::from_declared(&d);
+        let live = LiveSettings::from_declared(&d, connections);
         let mut db = DbConfig::with_url(d.database_url);
         db.driver = d.db_driver;
         db.pooling = d.db_pool;
@@ -258,22 +317,9 @@ impl Settings {
             retention: Duration::from_secs(d.kafka_receipt_retention_secs),
             ..LedgerSettings::for_topic(&d.kafka_topic)
         };
-        let workers = d.http_workers.unwrap_or(cores).max(1);
         db.workers = workers;
-        let connections = workers.saturating_mul(d.http_max_connections_per_worker);
         let settings = Self {
-            http: HttpSettings {
-                addr: d.http_addr,
-                ops_addr: d.ops_addr,
-                body_timeout: Duration::from_millis(d.http_body_timeout_ms),
-                header_timeout: Duration::from_millis(d.http_header_timeout_ms),
-                max_connections_per_worker: d.http_max_connections_per_worker,
-                backlog: d.http_backlog,
-                workers,
-                json_limit_bytes: d.http_json_limit_bytes,
-                import_limit_bytes: d.http_import_limit_bytes,
-                shutdown_timeout: Duration::from_secs(d.http_shutdown_timeout_secs),
-            },
+            http,
             auth: AuthSettings {
                 algorithm: d.chatlab_jwt_algorithm,
                 secret: d
@@ -292,28 +338,8 @@ impl Settings {
                 .db_migration_url
                 .filter(|url| !url.is_empty())
                 .map(secrecy::SecretString::from),
-            writes: WriteSettings {
-                default_strategy: d.chat_insert_strategy,
-                default_publish_mode: d.kafka_publish_mode,
-                default_fanout: d.message_fanout,
-                read_marker_mode: d.read_marker_mode,
-                read_marker_flush: Duration::from_millis(d.read_marker_flush_ms),
-                allow_overrides: d.chatlab_allow_overrides,
-                idempotency_sweep_every: Duration::from_secs(d.chatlab_idempotency_sweep_secs),
-            },
-            live: LiveSettings {
-                buffer: d.live_buffer_events as usize,
-                frame_body: if d.live_frame_body {
-                    EventBody::Carried
-                } else {
-                    EventBody::Withheld
-                },
-                heartbeat: Duration::from_secs(d.live_heartbeat_secs),
-                catch_up_records: d.live_catch_up_records,
-                fetch_wait: Duration::from_millis(d.live_fetch_wait_ms),
-                max_streams_per_user: d.live_max_streams_per_user,
-                max_streams: d.live_max_streams.unwrap_or(connections / 2).max(1),
-            },
+            writes,
+            live,
             limits: Limits {
                 chat_max_members: d.chat_max_members,
                 users_bulk_max: d.users_bulk_max,

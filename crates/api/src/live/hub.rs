@@ -393,22 +393,7 @@ impl Hub {
         let mut s = self.lock();
         s.position.advance(partition, offset + 1);
         let shared = Frame::of(event, &s.position);
-        for user in joined {
-            let ids: Vec<u64> = s
-                .by_user
-                .get(user)
-                .map(|c| c.iter().copied().collect())
-                .unwrap_or_default();
-            for id in ids {
-                // One still loading learns it from what is held for it.
-                if let Some(c) = s.connections.get_mut(&id)
-                    && c.loading.is_none()
-                {
-                    c.chats.insert(chat);
-                    s.by_chat.entry(chat).or_default().insert(id);
-                }
-            }
-        }
+        subscribe(&mut s, chat, joined);
         let targets: Vec<u64> = s
             .by_chat
             .get(&chat)
@@ -477,22 +462,45 @@ impl Hub {
             done.dropped += 1;
         }
         if let EventPayload::MemberRemoved { user_id, .. } = event.payload {
-            let ids: Vec<u64> = s
-                .by_user
-                .get(&user_id)
-                .map(|c| c.iter().copied().collect())
-                .unwrap_or_default();
-            for id in ids {
-                if let Some(c) = s.connections.get_mut(&id) {
-                    c.chats.remove(&chat);
-                }
-                if let Some(set) = s.by_chat.get_mut(&chat) {
-                    set.remove(&id);
-                }
-            }
+            unsubscribe(&mut s, chat, user_id);
         }
         done
     }
+}
+
+/// The connections of `users` receive `chat` from now on; one still
+/// loading learns it from what is held for it.
+fn subscribe(s: &mut State, chat: Uuid, users: &[Uuid]) {
+    for user in users {
+        for id in connections_of(s, *user) {
+            if let Some(c) = s.connections.get_mut(&id)
+                && c.loading.is_none()
+            {
+                c.chats.insert(chat);
+                s.by_chat.entry(chat).or_default().insert(id);
+            }
+        }
+    }
+}
+
+/// The connections of `user` receive nothing more of `chat`.
+fn unsubscribe(s: &mut State, chat: Uuid, user: Uuid) {
+    for id in connections_of(s, user) {
+        if let Some(c) = s.connections.get_mut(&id) {
+            c.chats.remove(&chat);
+        }
+        if let Some(set) = s.by_chat.get_mut(&chat) {
+            set.remove(&id);
+        }
+    }
+}
+
+/// The ids of `user`'s connections here.
+fn connections_of(s: &State, user: Uuid) -> Vec<u64> {
+    s.by_user
+        .get(&user)
+        .map(|c| c.iter().copied().collect())
+        .unwrap_or_default()
 }
 
 /// The frame connection `c` gets for `event`, read at `partition:offset`
