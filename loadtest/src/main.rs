@@ -73,8 +73,8 @@ enum Command {
     /// Draw a run's charts again from its results.csv.
     Charts(charts::ChartsArgs),
     /// The 95% intervals a committed run's rounds give, computed again from
-    /// its per-round table into intervals.md (for runs made before every
-    /// run printed them).
+    /// its per-round table into intervals.md (for a run whose results.md
+    /// has its rounds but not their intervals).
     Intervals(intervals::IntervalsArgs),
     /// wrk and this harness against the same GET endpoint.
     Crosscheck(crosscheck::CrosscheckArgs),

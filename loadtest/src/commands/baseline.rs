@@ -44,16 +44,13 @@ pub(crate) async fn baseline(args: BaselineArgs) -> Result<bool, LoadError> {
     let users = {
         let spec = fleet_spec(&args.servers, 1, &out)?;
         let fleet = Fleet::start(&spec, &client).await?;
-        let (urls, ops) = (fleet.urls(), fleet.ops_urls());
-        let (Some(first), Some(first_ops)) = (urls.first(), ops.first()) else {
-            return Err(LoadError::Usage("no server started".into()));
-        };
+        let first = fleet.first()?;
         let max_members = args.members.iter().copied().max().unwrap_or(2);
         seed(
             &client,
             SeedAt {
-                public: first,
-                ops: first_ops,
+                public: &first.url,
+                ops: &first.ops_url,
                 signer: &spec.signer,
             },
             SeedSpec {

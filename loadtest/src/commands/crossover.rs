@@ -1,5 +1,5 @@
 //! `chatlab-load crossover`: where COPY starts to beat INSERT, straight to
-//! PostgreSQL (issue 27's question, without chatlab in the way).
+//! PostgreSQL, without chatlab in the way.
 //!
 //! Each transaction writes one message's inbox rows, N of them, the way
 //! chatlab's strategies write them (the same statements, on tables of
@@ -30,6 +30,9 @@ use futures_util::pin_mut;
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
 use tokio_postgres::types::{IsNull, ToSql, Type, accepts, to_sql_checked};
 use uuid::Uuid;
+
+use chatlab_domain::InsertStrategy;
+use chatlab_domain::write_plan::rows_per_statement;
 
 use crate::error::LoadError;
 use crate::load::latency::Latencies;
@@ -95,19 +98,29 @@ pub(crate) enum Method {
 }
 
 impl Method {
-    fn as_str(self) -> &'static str {
+    /// The chatlab strategy whose inbox rows this method writes; its
+    /// [`WritePlan`](chatlab_domain::WritePlan) says what the method sends
+    /// (a test holds the two together).
+    fn strategy(self) -> InsertStrategy {
         match self {
-            Self::Copy => "copy",
-            Self::Unnest => "unnest",
-            Self::Batch => "batch",
-            Self::Single => "single",
+            Self::Copy => InsertStrategy::Copy,
+            Self::Unnest => InsertStrategy::Unnest,
+            Self::Batch => InsertStrategy::Batch,
+            Self::Single => InsertStrategy::Single,
         }
+    }
+
+    fn as_str(self) -> &'static str {
+        self.strategy().as_str()
     }
 }
 
+/// Columns of an inbox row: five parameters a row in a multi-row INSERT.
+const INBOX_COLUMNS: usize = 5;
+
 /// Rows per multi-row INSERT: chatlab's for inbox rows (five parameters a
 /// row under PostgreSQL's 65,535).
-const BATCH_ROWS: usize = 65_535 / 5;
+const BATCH_ROWS: usize = rows_per_statement(INBOX_COLUMNS);
 
 /// A UUID as a parameter or a COPY field: its 16 bytes (tokio-postgres is
 /// built here without its uuid feature).
@@ -584,6 +597,30 @@ fn table(cells: &[Cell]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What each method sends is what its strategy's plan says chatlab
+    /// sends for a message's inbox rows, so the yardstick cannot drift.
+    #[test]
+    fn every_method_sends_its_strategy_s_plan() {
+        use chatlab_domain::{Recipients, RowsBy};
+        for method in [Method::Copy, Method::Unnest, Method::Batch, Method::Single] {
+            let plan = method.strategy().plan();
+            assert_eq!(method.as_str(), method.strategy().as_str());
+            let server_made = plan.recipients == Recipients::OnServer;
+            assert_eq!(method == Method::Single, server_made, "{method:?}");
+            if !server_made {
+                let by = match method {
+                    Method::Copy => RowsBy::Copy,
+                    Method::Unnest => RowsBy::Unnest,
+                    Method::Batch | Method::Single => RowsBy::Values,
+                };
+                assert_eq!(plan.rows, by, "{method:?}");
+            }
+        }
+        // A multi-row INSERT carries as many inbox rows as chatlab's does.
+        assert_eq!(RowsBy::Values.statements(BATCH_ROWS + 1, INBOX_COLUMNS), 2);
+        assert_eq!(RowsBy::Values.statements(BATCH_ROWS, INBOX_COLUMNS), 1);
+    }
 
     fn cell(rows: usize, method: Method, rows_per_second: f64) -> Cell {
         Cell {

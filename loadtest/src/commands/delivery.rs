@@ -248,11 +248,8 @@ async fn run_cell(
     };
     let fleet = Fleet::start(&spec, client).await?;
     let urls = fleet.urls();
-    let ops = fleet.ops_urls();
-    let (writer_url, writer_ops) = match (urls.first(), ops.first()) {
-        (Some(u), Some(o)) => (u.clone(), o.clone()),
-        _ => return Err(LoadError::Usage("no server started".into())),
-    };
+    let writer = fleet.first()?;
+    let (writer_url, writer_ops) = (writer.url.clone(), writer.ops_url.clone());
 
     let users = seed_users(client, &writer_ops, args.chats * args.members, "delivery-").await?;
     let bearers: Vec<HeaderValue> = users

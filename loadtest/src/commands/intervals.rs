@@ -1,7 +1,7 @@
 //! `chatlab-load intervals DIR...`: the 95% intervals a committed run's
 //! rounds give, computed again from its `results.md` "Per round" table
-//! (`| cell | round 1 req/s | round 2 req/s | ...`), for runs made before
-//! every run printed them. Writes `DIR/intervals.md`: each cell's
+//! (`| cell | round 1 req/s | round 2 req/s | ...`), for a run whose
+//! results.md has its rounds but not their intervals. Writes `DIR/intervals.md`: each cell's
 //! throughput with its interval, and every pair of cells whose names
 //! differ in one part (`none, unnest, members 10` against `inbox, unnest,
 //! members 10`) with the ratio of their throughput paired by round, `~`

@@ -357,12 +357,8 @@ async fn run_cell(
         ("READ_MARKER_FLUSH_MS".to_owned(), args.flush_ms.to_string()),
     ]);
     let mut fleet = Fleet::start(&spec, client).await?;
-    let (Some(url), Some(ops)) = (
-        fleet.urls().first().cloned(),
-        fleet.ops_urls().first().cloned(),
-    ) else {
-        return Err(LoadError::Usage("no server started".into()));
-    };
+    let first = fleet.first()?;
+    let (url, ops) = (first.url.clone(), first.ops_url.clone());
     let marks = Arc::new(seed_marks(args, client, &url, &ops, &spec.signer).await?);
     let before = database.counters().await?;
     let (sent, dropped, outcome) = load(args, client, &url, marks.clone()).await;

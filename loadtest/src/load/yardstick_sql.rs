@@ -17,7 +17,7 @@
 //! whose statements pick set `:k` (drawn per transaction) from arrays, so
 //! each client prepares the script's statements once, as a chatlab
 //! connection does; sixteen scripts would each be prepared by every client,
-//! a round trip a statement, which at a distance outweighed the run itself
+//! a round trip a statement, which at a distance outweighs the run itself
 //! (per_row at 50 members and 5 ms: 16 × 52 prepares, 4.2 s of a client's
 //! 3 s). `batch`, parsed afresh anyway, mixes one script per set.
 
@@ -28,7 +28,8 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use chatlab_domain::InsertStrategy;
+use chatlab_domain::write_plan::rows_per_statement;
+use chatlab_domain::{InsertStrategy, RowsBy, Sending};
 
 use crate::error::LoadError;
 use crate::load::scenario::{Rng, pick_members};
@@ -92,41 +93,58 @@ impl Sets<'_> {
     }
 }
 
+/// Columns of a member row as chatlab writes it (`chat_id`, `user_id`,
+/// `joined_at`): what bounds the rows of one multi-row INSERT.
+const MEMBER_COLUMNS: usize = 3;
+
 /// The pgbench script of one createChat whose members (creator first) are
-/// one of `sets`, all of one size. `copy` has none: a pgbench script cannot
-/// send COPY data (its direct baseline is `chatlab-load crossover`);
-/// `batch` takes one set (its scripts are mixed instead).
+/// one of `sets`, all of one size, sent as `strategy`'s
+/// [`WritePlan`](chatlab_domain::WritePlan) says:
+/// its statements one by one, as one statement or in one flight, and its
+/// member rows one a statement, in multi-row VALUES or by unnest. Rows by
+/// COPY have none: a pgbench script cannot send COPY data (their direct
+/// baseline is `chatlab-load crossover`); multi-row VALUES take one set
+/// (their scripts are mixed instead).
 pub fn script(strategy: InsertStrategy, sets: &[Vec<Uuid>]) -> Result<String, String> {
     let size = sets.first().map_or(0, Vec::len);
     if size == 0 || sets.iter().any(|set| set.len() != size) {
         return Err("a chat needs at least its creator, and every set the same size".to_owned());
     }
-    if strategy == InsertStrategy::Batch && sets.len() > 1 {
-        return Err("batch's script takes one member set".to_owned());
+    let plan = strategy.plan();
+    match plan.rows {
+        RowsBy::Copy => {
+            return Err(format!(
+                "{strategy} has no pgbench baseline: a pgbench script cannot send COPY data \
+                 (see `chatlab-load crossover`)"
+            ));
+        }
+        RowsBy::Values if sets.len() > 1 => {
+            return Err(format!("{strategy}'s script takes one member set"));
+        }
+        RowsBy::EachRow | RowsBy::Values | RowsBy::Unnest => {}
     }
     let sets = Sets(sets);
-    let creator = sets.member(0);
-    match strategy {
-        InsertStrategy::Copy => {
-            return Err(
-                "copy has no pgbench baseline: a pgbench script cannot send COPY data \
-                 (see `chatlab-load crossover`)"
-                    .to_owned(),
-            );
-        }
-        InsertStrategy::Single => return Ok(single_script(&sets)),
-        InsertStrategy::Pipeline => return Ok(pipeline_script(&sets)),
-        InsertStrategy::PerRow | InsertStrategy::Batch | InsertStrategy::Unnest => {}
+    match plan.sending {
+        Sending::OneStatement => Ok(single_script(&sets)),
+        Sending::OneFlight => Ok(pipeline_script(&sets)),
+        Sending::OneByOne => Ok(one_by_one_script(plan.rows, &sets, size)),
     }
+}
+
+/// A transaction whose statements are sent one by one: the chat row
+/// (`RETURNING id` into `:chat_id`), the member rows `rows`' way, the
+/// system message, COMMIT.
+fn one_by_one_script(rows: RowsBy, sets: &Sets<'_>, size: usize) -> String {
     let mut s = sets.draw();
     s.push_str("BEGIN;\n");
     let _ = writeln!(
         s,
         "INSERT INTO chats (id, name, creator_id, created_at, publish_mode) \
-         VALUES (gen_random_uuid(), 'pgbench', {creator}, now(), 'off') RETURNING id AS chat_id \\gset"
+         VALUES (gen_random_uuid(), 'pgbench', {}, now(), 'off') RETURNING id AS chat_id \\gset",
+        sets.member(0)
     );
-    match strategy {
-        InsertStrategy::PerRow => {
+    match rows {
+        RowsBy::EachRow => {
             for j in 0..size {
                 let _ = writeln!(
                     s,
@@ -135,23 +153,26 @@ pub fn script(strategy: InsertStrategy, sets: &[Vec<Uuid>]) -> Result<String, St
                 );
             }
         }
-        // A multi-row VALUES list, parsed and planned afresh as chatlab's
-        // is. The chat id comes from one variable: pgbench allows 255
-        // variable references a statement, and a chat of 1,000 members
-        // would need one a row.
-        InsertStrategy::Batch => {
-            let rows: Vec<String> = (0..size).map(|j| format!("({})", sets.member(j))).collect();
-            let _ = writeln!(
-                s,
-                "INSERT INTO chat_members (chat_id, user_id, joined_at) \
-                 SELECT (:chat_id)::uuid, v.user_id, now() FROM (VALUES {}) AS v(user_id);",
-                rows.join(", ")
-            );
+        // Multi-row VALUES lists, parsed and planned afresh as chatlab's
+        // are, chunked as chatlab chunks them. The chat id comes from one
+        // variable: pgbench allows 255 variable references a statement,
+        // and a chat of 1,000 members would need one a row.
+        RowsBy::Values => {
+            let members: Vec<usize> = (0..size).collect();
+            for chunk in members.chunks(rows_per_statement(MEMBER_COLUMNS)) {
+                let values: Vec<String> = chunk
+                    .iter()
+                    .map(|&j| format!("({})", sets.member(j)))
+                    .collect();
+                let _ = writeln!(
+                    s,
+                    "INSERT INTO chat_members (chat_id, user_id, joined_at) \
+                     SELECT (:chat_id)::uuid, v.user_id, now() FROM (VALUES {}) AS v(user_id);",
+                    values.join(", ")
+                );
+            }
         }
-        InsertStrategy::Unnest
-        | InsertStrategy::Single
-        | InsertStrategy::Pipeline
-        | InsertStrategy::Copy => {
+        RowsBy::Unnest | RowsBy::Copy => {
             let _ = writeln!(
                 s,
                 "INSERT INTO chat_members (chat_id, user_id, joined_at) \
@@ -165,7 +186,7 @@ pub fn script(strategy: InsertStrategy, sets: &[Vec<Uuid>]) -> Result<String, St
          VALUES (gen_random_uuid(), (:chat_id)::uuid, NULL, 'system', 'room created', now(), 'off');\n",
     );
     s.push_str("COMMIT;\n");
-    Ok(s)
+    s
 }
 
 /// A PostgreSQL array literal of `ids`: `{a,b,c}`.
@@ -213,15 +234,13 @@ fn pipeline_script(sets: &Sets<'_>) -> String {
     )
 }
 
-/// pgbench's protocol mode matching what chatlab sends for `strategy`.
+/// pgbench's protocol mode matching what chatlab sends for `strategy`:
+/// `extended` where its multi-row VALUES are parsed afresh for each write,
+/// `prepared` where its statements keep one shape.
 pub fn protocol(strategy: InsertStrategy) -> &'static str {
-    match strategy {
-        InsertStrategy::Batch => "extended",
-        InsertStrategy::PerRow
-        | InsertStrategy::Unnest
-        | InsertStrategy::Single
-        | InsertStrategy::Pipeline
-        | InsertStrategy::Copy => "prepared",
+    match strategy.plan().rows {
+        RowsBy::Values => "extended",
+        RowsBy::EachRow | RowsBy::Unnest | RowsBy::Copy => "prepared",
     }
 }
 
@@ -372,6 +391,49 @@ mod tests {
         let ragged = vec![sets[0].clone(), sets[1][..1].to_vec()];
         assert!(script(InsertStrategy::Unnest, &ragged).is_err());
         assert!(script(InsertStrategy::Batch, &sets).is_err());
+    }
+
+    #[test]
+    fn every_script_sends_what_its_strategy_s_plan_says() {
+        for members in [1, 3, 50] {
+            let set: Vec<Uuid> = (0..members).map(|_| Uuid::now_v7()).collect();
+            let one = std::slice::from_ref(&set);
+            for strategy in InsertStrategy::ALL {
+                let plan = strategy.plan();
+                let Ok(s) = script(strategy, one) else {
+                    assert_eq!(plan.rows, RowsBy::Copy, "{strategy} has a script");
+                    continue;
+                };
+                let member_inserts = s.matches("INSERT INTO chat_members").count() as u64;
+                let expected = match plan.sending {
+                    Sending::OneByOne => plan.rows.statements(members, MEMBER_COLUMNS),
+                    Sending::OneStatement | Sending::OneFlight => 1,
+                };
+                assert_eq!(member_inserts, expected, "{strategy}, {members} members");
+                assert_eq!(
+                    s.contains("unnest("),
+                    plan.rows == RowsBy::Unnest,
+                    "{strategy}"
+                );
+                assert_eq!(
+                    s.contains("FROM (VALUES "),
+                    plan.rows == RowsBy::Values,
+                    "{strategy}"
+                );
+                assert_eq!(
+                    s.contains("BEGIN;"),
+                    plan.sending != Sending::OneStatement,
+                    "{strategy}"
+                );
+                assert_eq!(
+                    s.contains("\\startpipeline"),
+                    plan.sending == Sending::OneFlight,
+                    "{strategy}"
+                );
+                let prepared = protocol(strategy) == "prepared";
+                assert_eq!(prepared, plan.rows != RowsBy::Values, "{strategy}");
+            }
+        }
     }
 
     #[test]

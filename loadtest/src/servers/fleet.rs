@@ -195,6 +195,14 @@ impl Fleet {
             .unwrap_or_default()
     }
 
+    /// The first server started, where a command that needs one server
+    /// sends its load and seeds its users; a usage error when none started.
+    pub fn first(&self) -> Result<&Server, LoadError> {
+        self.servers
+            .first()
+            .ok_or_else(|| LoadError::Usage("no server started".into()))
+    }
+
     /// The servers' public URLs.
     pub fn urls(&self) -> Vec<String> {
         self.servers.iter().map(|s| s.url.clone()).collect()

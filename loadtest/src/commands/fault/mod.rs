@@ -237,10 +237,8 @@ async fn run_cell(
         signer: Arc::new(Signer::generate(&issuer)?),
     };
     let mut fleet = Fleet::start(&spec, client).await?;
-    let (url, ops_url, pid) = match fleet.servers.first() {
-        Some(s) => (s.url.clone(), s.ops_url.clone(), s.pid),
-        None => return Err(LoadError::Usage("no server started".into())),
-    };
+    let first = fleet.first()?;
+    let (url, ops_url, pid) = (first.url.clone(), first.ops_url.clone(), first.pid);
     let seeded = seed(
         client,
         SeedAt {
