@@ -77,7 +77,7 @@ pub fn links(doc: &str) -> Vec<Link> {
 
 /// The index of the bracket that closes the one at `open`, on one
 /// paragraph (no blank line in between).
-fn matching(bytes: &[u8], open: usize, left: u8, right: u8) -> Option<usize> {
+pub(super) fn matching(bytes: &[u8], open: usize, left: u8, right: u8) -> Option<usize> {
     let mut depth = 0usize;
     let mut i = open;
     while i < bytes.len() {

@@ -4,7 +4,8 @@
 //!   the run that produced them ([`table_block`]), between markers that
 //!   name the run and its command; `chatlab-load docs` renders them again.
 //! - Figures in prose cite their run with a link, and the numbers in the
-//!   link's text must be in that run ([`citations`]).
+//!   link's text must be in that run ([`citations`]); so must the figures
+//!   of the sentence around the link ([`prose`]).
 //! - [`check`] finds what is wrong: a stale table, a mention of a run that
 //!   is not committed, a cited number its run does not have, a link to a
 //!   doc or heading that is not there ([`anchors`]). The load
@@ -14,6 +15,7 @@ pub mod anchors;
 pub mod citations;
 pub mod markdown_table;
 pub mod numbers;
+pub mod prose;
 pub mod table_block;
 pub mod uncited;
 
@@ -141,6 +143,26 @@ pub fn check(root: &Path) -> Vec<Problem> {
                     ),
                 ));
             }
+        }
+        let found = prose::figures(&text);
+        for figure in prose::missing(&found, |run, number| {
+            runs.of(root, run)
+                .map(|numbers| numbers.iter().any(|n| number.is_shown_as(n)))
+        }) {
+            problems.push(problem(
+                figure.line,
+                format!(
+                    "{} not in {} (in the sentence \"{}\")",
+                    figure.number.text,
+                    figure
+                        .runs
+                        .iter()
+                        .map(|r| format!("results/{r}"))
+                        .collect::<Vec<_>>()
+                        .join(" or "),
+                    figure.sentence
+                ),
+            ));
         }
     }
     problems

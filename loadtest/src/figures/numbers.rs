@@ -36,6 +36,12 @@ impl Number {
 /// underscore before them (`p95`, `x86_64`, `T204318Z`) are part of a name,
 /// not numbers; a comma splits thousands only before exactly three digits.
 pub fn numbers(text: &str) -> Vec<Number> {
+    numbers_at(text).into_iter().map(|(_, n)| n).collect()
+}
+
+/// [`numbers`] with where each is written: the byte range of its digits
+/// in `text`.
+pub fn numbers_at(text: &str) -> Vec<(std::ops::Range<usize>, Number)> {
     let bytes = text.as_bytes();
     let digit_at = |i: usize| bytes.get(i).is_some_and(u8::is_ascii_digit);
     let mut out = Vec::new();
@@ -80,11 +86,14 @@ pub fn numbers(text: &str) -> Vec<Number> {
             continue;
         }
         if let Ok(value) = digits.parse::<f64>() {
-            out.push(Number {
-                text: digits,
-                value,
-                decimals,
-            });
+            out.push((
+                start..i,
+                Number {
+                    text: digits,
+                    value,
+                    decimals,
+                },
+            ));
         }
     }
     out
