@@ -207,7 +207,7 @@ RUNS ?= 50
 UNTIL_WITHIN ?=
 BUDGET ?= 10m
 PRECISION := $(if $(UNTIL_WITHIN),--until-within $(UNTIL_WITHIN) --budget $(BUDGET))
-demo: demo-plan load-build load-db ## The main job: per_row vs batch vs unnest vs single vs pipeline at 50 members on embedded defaults, each beside pgbench on its SQL: a short table with 95% intervals, ties called, and the verdict
+demo: demo-plan load-build load-db ## @seeds The main job: per_row vs batch vs unnest vs single vs pipeline at 50 members on embedded defaults, each beside pgbench on its SQL: a short table with 95% intervals, ties called, and the verdict
 	$(LOAD) matrix --name demo --spawn 1 --database-url $(LOAD_DATABASE_URL) \
 	    --strategies per_row,batch,unnest,single,pipeline --members 50 --baseline --compact $(DEMO_ARGS) $(PRECISION)
 
@@ -219,83 +219,98 @@ demo-plan:
 	@echo "     pgbench on its SQL; 4. prints a short table with 95% intervals and the verdict (ties called ties)."
 	@echo "     Everything lands in results/demo-<UTC time>/ (UNTIL_WITHIN=5% adds rounds until the intervals are that narrow)."
 
-help: ## List the targets
-	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-20s %s\n", $$1, $$2}'
+# `make help` is read from this file: a `##@ <group> <title>` line names a
+# group of targets by the question they answer, in the order shown, and a
+# target joins a group with `## @<group> <what it does>` after its
+# prerequisites. A target with `## ` but no known group is listed at the end
+# under "Not grouped", so nothing drops out of the map.
+##@ seeds The seeds' questions: which write strategy, pool, driver and layout, and at what cost
+##@ write The write path after the chat: events, live delivery, fan-out into inboxes, the read side, read markers
+##@ distance The database at a distance: what changes when PostgreSQL (and the broker) is milliseconds away
+##@ faults Faults: what breaks, what is lost and what comes back
+##@ dev Development and CI: build, run, test, check, render the docs, the Docker lab
+help: ## @dev List the targets, grouped by the question each answers
+	@awk '/^##@ / { key = $$2; line = $$0; sub(/^##@ [^ ]+ +/, "", line); order[++n] = key; title[key] = line; next } \
+	    /^[a-z0-9-]+:.*## / { target = $$0; sub(/:.*/, "", target); what = $$0; sub(/^[^#]*## /, "", what); group = ""; \
+	        if (what ~ /^@[a-z]+ /) { group = substr(what, 2, index(what, " ") - 2); what = substr(what, index(what, " ") + 1) } \
+	        listed[group] = listed[group] sprintf("  make %-30s %s\n", target, what) } \
+	    END { for (i = 1; i <= n; i++) { printf "%s%s\n%s", (i > 1 ? "\n" : ""), title[order[i]], listed[order[i]]; delete listed[order[i]] } \
+	        for (group in listed) printf "\nNot grouped (%s):\n%s", (group == "" ? "no group" : "@" group), listed[group] }' $(MAKEFILE_LIST)
 
-run: release db ## Build (release) and run the server on embedded defaults, starting PostgreSQL if needed
+run: release db ## @dev Build (release) and run the server on embedded defaults, starting PostgreSQL if needed
 	DATABASE_URL=$(DATABASE_URL) HTTP_ADDR=$(HTTP_ADDR) ./target/release/chatlab serve
 
-build: ## Debug build of every crate
+build: ## @dev Debug build of every crate
 	@$(LIBPQ)
 	$(CARGO) build --workspace --all-targets
 
-release: ## Release build of the server
+release: ## @dev Release build of the server
 	@$(LIBPQ)
 	$(CARGO) build --release --bin chatlab
 
-load-build: ## Release build of the server and the load tool (what the demo and every experiment run; QUICK=1: the debug build)
+load-build: ## @dev Release build of the server and the load tool (what the demo and every experiment run; QUICK=1: the debug build)
 	@$(LIBPQ)
 	$(CARGO) build --profile $(BUILD_PROFILE) --bin chatlab --bin chatlab-load --bin chatlab-delay
 
-profiling-build: ## The server and the load tool as measured, with full debug info for perf (target/profiling/)
+profiling-build: ## @dev The server and the load tool as measured, with full debug info for perf (target/profiling/)
 	@$(LIBPQ)
 	$(CARGO) build --profile profiling --bin chatlab --bin chatlab-load
 
-load-db: ## (Re)create the load tests' database, empty
+load-db: ## @dev (Re)create the load tests' database, empty
 	@DATABASE_URL=$(LOAD_DATABASE_URL) scripts/ensure-postgres.sh
 	@url='$(LOAD_DATABASE_URL)'; db=$${url##*/}; db=$${db%%\?*}; \
 	  PGOPTIONS='-c client_min_messages=warning' psql "$${url%/*}/postgres" -Xq \
 	    -c "DROP DATABASE IF EXISTS \"$$db\" WITH (FORCE)" -c "CREATE DATABASE \"$$db\""
 
-loadtest: load-build load-db ## A short mixed run (create/send/read) against one server
+loadtest: load-build load-db ## @dev A short mixed run (create/send/read) against one server
 	$(LOAD) run --name loadtest --spawn 1 --database-url $(LOAD_DATABASE_URL) \
 	    --scenario mix --members 20 $(LOADTEST_ARGS) --threshold 'errors<0.01'
 
-loadtest-create: load-build load-db ## createChat: MEMBERS= VUS= DURATION= STRATEGY= PUBLISH_MODE=
+loadtest-create: load-build load-db ## @seeds createChat: MEMBERS= VUS= DURATION= STRATEGY= PUBLISH_MODE=
 	$(LOAD) run --name create-$(STRATEGY)-m$(MEMBERS) --spawn 1 --database-url $(LOAD_DATABASE_URL) \
 	    --scenario create-chat --strategy $(STRATEGY) --publish-mode $(PUBLISH_MODE) $(CREATE_ARGS)
 
-loadtest-seed001: load-build load-db ## Seed 001's grid: MEMBERS {20,50} x VUS {30,60,100} x {per_row,batch}, pool 20, 3 servers, with pgbench
+loadtest-seed001: load-build load-db ## @seeds Seed 001's grid: MEMBERS {20,50} x VUS {30,60,100} x {per_row,batch}, pool 20, 3 servers, with pgbench
 	$(LOAD) matrix --name seed001 --spawn 3 --database-url $(LOAD_DATABASE_URL) \
 	    --strategies per_row,batch --pool-sizes 20 $(SEED001_ARGS)
 
-loadtest-ramp: load-build load-db ## Seed 000's ramp 85 -> 200 -> 300 -> 400 VUs on createChat (batch), with server RSS
+loadtest-ramp: load-build load-db ## @seeds Seed 000's ramp 85 -> 200 -> 300 -> 400 VUs on createChat (batch), with server RSS
 	$(LOAD) run --name ramp --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario create-chat \
 	    --members 50 --strategy batch --publish-mode off $(RAMP_ARGS)
 
-loadtest-hold: load-build load-db ## Connection hold of createChat per publish mode at a broker RTT of 0, 5 and 50 ms (one client, batch, 50 members)
+loadtest-hold: load-build load-db ## @write Connection hold of createChat per publish mode at a broker RTT of 0, 5 and 50 ms (one client, batch, 50 members)
 	LOAD_DATABASE_URL=$(LOAD_DATABASE_URL) CHATS=$(HOLD_CHATS) scripts/hold-time.sh
 
-bench-baseline: load-build load-db ## pgbench on each strategy's createChat SQL
+bench-baseline: load-build load-db ## @seeds pgbench on each strategy's createChat SQL
 	$(LOAD) baseline --spawn 1 --database-url $(LOAD_DATABASE_URL) --members 50 $(BASELINE_ARGS)
 
-loadtest-crosscheck: load-build load-db ## wrk and chatlab-load on the same GET: throughputs must agree within 5%
+loadtest-crosscheck: load-build load-db ## @dev wrk and chatlab-load on the same GET: throughputs must agree within 5%
 	@scripts/ensure-debian.sh wrk --command wrk
 	$(LOAD) crosscheck --spawn 1 --database-url $(LOAD_DATABASE_URL) $(CROSSCHECK_ARGS)
 
-loadtest-pool: load-build load-db ## Seed 000: pooled vs DB_POOL=off at 50 and 400 VUs, with think time 1 s and without
+loadtest-pool: load-build load-db ## @seeds Seed 000: pooled vs DB_POOL=off at 50 and 400 VUs, with think time 1 s and without
 	$(LOAD) matrix --name pool --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario mix \
 	    --strategies - --variant pooled --variant unpooled:DB_POOL=off --think-time 1s $(POOL_ARGS)
 	$(MAKE) --no-print-directory load-db
 	$(LOAD) matrix --name pool-stress --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario mix \
 	    --strategies - --variant pooled --variant unpooled:DB_POOL=off $(POOL_ARGS)
 
-loadtest-poolsize: load-build load-db ## Pool size 5/10/20/40 x VUs 10..200 on createChat (batch, 50 members): where pending appears
+loadtest-poolsize: load-build load-db ## @seeds Pool size 5/10/20/40 x VUs 10..200 on createChat (batch, 50 members): where pending appears
 	$(LOAD) matrix --name poolsize --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario create-chat \
 	    --members 50 --strategies batch $(POOLSIZE_ARGS)
 
-loadtest-driver: load-build load-db ## Seed 003/004: async vs blocking driver on createChat, then on bulk import jobs (dataSize x pool x parallelism)
+loadtest-driver: load-build load-db ## @seeds Seed 003/004: async vs blocking driver on createChat, then on bulk import jobs (dataSize x pool x parallelism)
 	$(LOAD) matrix --name driver --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario create-chat \
 	    --members 50 --strategies batch --variant async:DB_DRIVER=async --variant blocking:DB_DRIVER=blocking $(DRIVER_ARGS)
 	$(MAKE) --no-print-directory load-db
 	$(LOAD) matrix --name driver-bulk --spawn 1 --database-url $(LOAD_DATABASE_URL) --vus 1 \
 	    --strategies batch --variant async:DB_DRIVER=async --variant blocking:DB_DRIVER=blocking $(BULK_ARGS)
 
-loadtest-concurrency: load-build load-db ## Seed 002: 10, 100, 1000 concurrent connections on a read, per driver
+loadtest-concurrency: load-build load-db ## @seeds Seed 002: 10, 100, 1000 concurrent connections on a read, per driver
 	$(LOAD) matrix --name concurrency --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario read-messages \
 	    --strategies - --variant async:DB_DRIVER=async --variant blocking:DB_DRIVER=blocking $(CONCURRENCY_ARGS)
 
-loadtest-tracing: load-build load-db ## What tracing costs on createChat (batch, 50 members): off vs OTLP export at 1% and 100%, rounds interleaved, spans counted by a built-in sink
+loadtest-tracing: load-build load-db ## @seeds What tracing costs on createChat (batch, 50 members): off vs OTLP export at 1% and 100%, rounds interleaved, spans counted by a built-in sink
 	$(LOAD) matrix --name tracing --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario create-chat \
 	    --members 50 --strategies batch --publish-modes off $(TRACING_VARIANTS) $(TRACING_ARGS)
 
@@ -308,7 +323,7 @@ loadtest-tracing: load-build load-db ## What tracing costs on createChat (batch,
 # modes' own differences show. QUICK=1 (CI) fails when a delivery is lost
 # or repeated.
 LIVE_FETCH_WAIT_MS ?= 10
-loadtest-delivery: load-build load-db ## Per publish mode: the writer's latency and pooled connection time beside delivery latency to live members on other instances, lost and repeated deliveries
+loadtest-delivery: load-build load-db ## @write Per publish mode: the writer's latency and pooled connection time beside delivery latency to live members on other instances, lost and repeated deliveries
 	$(LOAD) delivery --database-url $(LOAD_DATABASE_URL) --tansu-bin $$(scripts/ensure-tansu.sh --print-bin) \
 	    --env LIVE_FETCH_WAIT_MS=$(LIVE_FETCH_WAIT_MS) --out results/delivery-$$(date -u +%Y%m%dT%H%M%SZ) $(DELIVERY_ARGS)
 
@@ -316,7 +331,7 @@ loadtest-delivery: load-build load-db ## Per publish mode: the writer's latency 
 # text (LIVE_FRAME_BODY=true, the default) or only its length, with texts
 # of 140 characters, under after_commit and the outbox.
 DELIVERY_BODY_VARIANTS := after_commit-text:KAFKA_PUBLISH_MODE=after_commit+LIVE_FRAME_BODY=true,after_commit-length:KAFKA_PUBLISH_MODE=after_commit+LIVE_FRAME_BODY=false,outbox-text:KAFKA_PUBLISH_MODE=outbox+LIVE_FRAME_BODY=true,outbox-length:KAFKA_PUBLISH_MODE=outbox+LIVE_FRAME_BODY=false
-loadtest-delivery-body: load-build load-db ## What carrying the text costs the live feed: frame bytes, the writer's latency and delivery p99 with LIVE_FRAME_BODY=true and false, 140-character messages
+loadtest-delivery-body: load-build load-db ## @write What carrying the text costs the live feed: frame bytes, the writer's latency and delivery p99 with LIVE_FRAME_BODY=true and false, 140-character messages
 	$(LOAD) delivery --database-url $(LOAD_DATABASE_URL) --tansu-bin $$(scripts/ensure-tansu.sh --print-bin) \
 	    --env LIVE_FETCH_WAIT_MS=$(LIVE_FETCH_WAIT_MS) --out results/delivery-body-$$(date -u +%Y%m%dT%H%M%SZ) \
 	    --variants $(DELIVERY_BODY_VARIANTS) --body-chars 140 $(DELIVERY_ARGS)
@@ -329,7 +344,7 @@ loadtest-delivery-body: load-build load-db ## What carrying the text costs the l
 # send timeout outlasts the outage, as in fault-broker's kill: a timed-out
 # delivery bumps the producer's epoch, which tansu's SQLite engine panics on.
 DELIVERY_KILL_VARIANTS := in_tx_await:KAFKA_PUBLISH_MODE=in_tx_await,after_commit:KAFKA_PUBLISH_MODE=after_commit,outbox:KAFKA_PUBLISH_MODE=outbox
-loadtest-delivery-broker-kill: load-build load-db ## Live delivery through a broker kill: what reached the topic reaches every member once, per publish mode
+loadtest-delivery-broker-kill: load-build load-db ## @write Live delivery through a broker kill: what reached the topic reaches every member once, per publish mode
 	$(LOAD) delivery --database-url $(LOAD_DATABASE_URL) --tansu-bin $$(scripts/ensure-tansu.sh --print-bin) \
 	    --variants $(DELIVERY_KILL_VARIANTS) --env LIVE_FETCH_WAIT_MS=$(LIVE_FETCH_WAIT_MS) --env KAFKA_SEND_TIMEOUT_MS=15000 \
 	    --out results/delivery-broker-kill-$$(date -u +%Y%m%dT%H%M%SZ) $(DELIVERY_KILL_ARGS)
@@ -340,7 +355,7 @@ loadtest-delivery-broker-kill: load-build load-db ## Live delivery through a bro
 # compare like with like; and per_worker's price, the waits in one worker's
 # slice while another's has a free connection, as the clients (and so the
 # keep-alive connections per worker) get fewer.
-loadtest-layout: load-build load-db ## shared vs per_worker pool layout per strategy: saturation beside pgbench, fixed rates, CPU and context switches per request, imbalanced waits
+loadtest-layout: load-build load-db ## @seeds shared vs per_worker pool layout per strategy: saturation beside pgbench, fixed rates, CPU and context switches per request, imbalanced waits
 	$(LOAD) matrix --name layout --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario create-chat --members 50 \
 	    --strategies per_row,batch,unnest,single,pipeline $(LAYOUT_VARIANTS) $(LAYOUT_ARGS)
 	@for pair in $(LAYOUT_RATES); do \
@@ -353,14 +368,14 @@ loadtest-layout: load-build load-db ## shared vs per_worker pool layout per stra
 	$(LOAD) matrix --name layout-imbalance --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario create-chat --members 50 \
 	    --strategies single $(LAYOUT_VARIANTS) $(LAYOUT_IMBALANCE_ARGS)
 
-loadtest-syncs: load-build load-db ## What one Sync is worth: pipeline's transaction straight to PostgreSQL, one Sync (pgbench) against one per statement (tokio-postgres), and as one simple query
+loadtest-syncs: load-build load-db ## @seeds What one Sync is worth: pipeline's transaction straight to PostgreSQL, one Sync (pgbench) against one per statement (tokio-postgres), and as one simple query
 	$(LOAD) syncs --spawn 1 --database-url $(LOAD_DATABASE_URL) $(SYNCS_ARGS)
 
-loadtest-fanout: load-build load-db ## sendMessage with inbox rows (one per recipient, by each strategy) against none, per chat size: req/s, p95, connection hold, rows/s, WAL per message
+loadtest-fanout: load-build load-db ## @write sendMessage with inbox rows (one per recipient, by each strategy) against none, per chat size: req/s, p95, connection hold, rows/s, WAL per message
 	$(LOAD) matrix --name fanout --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario send-message \
 	    --strategies per_row,batch,unnest,single,pipeline $(FANOUT_VARIANTS) $(FANOUT_ARGS)
 
-loadtest-fanout-copy: load-build load-db ## sendMessage's inbox rows by COPY against batch, unnest and single, per chat size, all on the blocking driver (the only one that can send COPY)
+loadtest-fanout-copy: load-build load-db ## @write sendMessage's inbox rows by COPY against batch, unnest and single, per chat size, all on the blocking driver (the only one that can send COPY)
 	$(LOAD) matrix --name fanout-copy --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario send-message \
 	    --strategies batch,unnest,single,copy $(FANOUT_COPY_VARIANTS) $(FANOUT_ARGS)
 
@@ -368,7 +383,7 @@ loadtest-fanout-copy: load-build load-db ## sendMessage's inbox rows by COPY aga
 # newest message) as members of the chats the send load of the same server
 # has just written, with inbox rows and without. Sends and reads arrive at
 # one fixed rate, so both fan-outs read chats of as many messages.
-loadtest-read-side: load-build load-db ## GET /v1/me/chats with and without inbox rows, on the chats a sendMessage load just wrote, per chat size: req/s, p95, connection held
+loadtest-read-side: load-build load-db ## @write GET /v1/me/chats with and without inbox rows, on the chats a sendMessage load just wrote, per chat size: req/s, p95, connection held
 	$(LOAD) matrix --name read-side --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario send-message,my-chats \
 	    --strategies unnest $(FANOUT_VARIANTS) $(READ_SIDE_ARGS)
 
@@ -376,17 +391,17 @@ loadtest-read-side: load-build load-db ## GET /v1/me/chats with and without inbo
 # chats the other half list (mix:0:1:0:1, 200 a second in all), so each
 # operation's latency is the one it gets beside the other (the results'
 # "By operation" table); the server-side figures are the cell's.
-loadtest-read-mixed: load-build load-db ## GET /v1/me/chats while sendMessage writes into the same chats, 100/s each in one cell, with and without inbox rows, per chat size: each operation's latency
+loadtest-read-mixed: load-build load-db ## @write GET /v1/me/chats while sendMessage writes into the same chats, 100/s each in one cell, with and without inbox rows, per chat size: each operation's latency
 	$(LOAD) matrix --name read-mixed --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario mix:0:1:0:1 \
 	    --strategies unnest $(FANOUT_VARIANTS) $(READ_MIXED_ARGS)
 
-loadtest-markers: load-build load-db ## Read markers at 2,000 moves/s on one chat of 1,000, per READ_MARKER_MODE and fan-out: p99, row writes, HOT updates, dead tuples, deadlocks, and what a SIGKILL loses
+loadtest-markers: load-build load-db ## @write Read markers at 2,000 moves/s on one chat of 1,000, per READ_MARKER_MODE and fan-out: p99, row writes, HOT updates, dead tuples, deadlocks, and what a SIGKILL loses
 	$(LOAD) markers --spawn 1 --database-url $(LOAD_DATABASE_URL) $(MARKERS_ARGS)
 
-loadtest-crossover: load-build load-db ## Where COPY beats INSERT: one message's inbox rows by binary COPY, unnest, multi-row INSERT and INSERT ... SELECT at 10 to 25,000 rows per transaction, straight to PostgreSQL
+loadtest-crossover: load-build load-db ## @write Where COPY beats INSERT: one message's inbox rows by binary COPY, unnest, multi-row INSERT and INSERT ... SELECT at 10 to 25,000 rows per transaction, straight to PostgreSQL
 	$(LOAD) crossover --database-url $(LOAD_DATABASE_URL) $(CROSSOVER_ARGS)
 
-profile: load-build load-db ## Where the server's CPU goes per createChat, by function (perf on the CPU clock), per pool layout: top entries to results/profile-*/
+profile: load-build load-db ## @seeds Where the server's CPU goes per createChat, by function (perf on the CPU clock), per pool layout: top entries to results/profile-*/
 	LOAD_DATABASE_URL=$(LOAD_DATABASE_URL) scripts/profile-server.sh
 
 # The database at a distance: every strategy × members × RTT (a delay hop
@@ -394,7 +409,7 @@ profile: load-build load-db ## Where the server's CPU goes per createChat, by fu
 # copy on the blocking driver (the only one that can send it); then one
 # client at 50 members, where latency is the round trips and nothing
 # queues: the round-trip model checked cell by cell.
-loadtest-distance: load-build load-db ## The verdicts at a distance: every strategy x members {1,10,50,1000} x DB RTT {0,0.2,0.5,1,2,5 ms} beside pgbench through the same delay hop; the round-trip model checked with one client
+loadtest-distance: load-build load-db ## @distance The verdicts at a distance: every strategy x members {1,10,50,1000} x DB RTT {0,0.2,0.5,1,2,5 ms} beside pgbench through the same delay hop; the round-trip model checked with one client
 	$(LOAD) matrix --name distance --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario create-chat \
 	    --strategies $(DISTANCE_STRATEGIES) --db-rtts $(DISTANCE_RTTS) --baseline $(DISTANCE_ARGS)
 	$(MAKE) --no-print-directory load-db
@@ -408,14 +423,14 @@ loadtest-distance: load-build load-db ## The verdicts at a distance: every strat
 # members, 20 VUs, on the async driver, the blocking one, and DB_POOL=off
 # (whose connect, startup and session SETs are round trips too).
 DISTANCE_DRIVER_VARIANTS := --variant async:DB_DRIVER=async --variant blocking:DB_DRIVER=blocking --variant unpooled:DB_POOL=off
-loadtest-distance-drivers: load-build load-db ## Async vs blocking driver vs a connection per request (DB_POOL=off) at a DB RTT of 0 to 5 ms: createChat (single, 50 members, 20 VUs)
+loadtest-distance-drivers: load-build load-db ## @distance Async vs blocking driver vs a connection per request (DB_POOL=off) at a DB RTT of 0 to 5 ms: createChat (single, 50 members, 20 VUs)
 	$(LOAD) matrix --name distance-drivers --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario create-chat \
 	    --strategies single $(DISTANCE_DRIVER_VARIANTS) --db-rtts $(DISTANCE_DRIVERS_RTTS) $(DISTANCE_DRIVERS_ARGS)
 
 # The pool a rate needs at a distance (Little's law: connections = rate x
 # hold): 500 createChat/s (open model) at a DB RTT of 1 ms, each strategy
 # on pools around what its hold predicts (DISTANCE_POOLS: strategy:sizes).
-loadtest-distance-pool: load-build load-db ## The pool 500 createChat/s needs 1 ms from PostgreSQL, per strategy: pending waiters and p95 below, at and above Little's law
+loadtest-distance-pool: load-build load-db ## @distance The pool 500 createChat/s needs 1 ms from PostgreSQL, per strategy: pending waiters and p95 below, at and above Little's law
 	@for pair in $(DISTANCE_POOLS); do \
 	    $(MAKE) --no-print-directory load-db && \
 	    $(LOAD) matrix --name distance-pool-$${pair%%:*} --spawn 1 --database-url $(LOAD_DATABASE_URL) \
@@ -427,7 +442,7 @@ loadtest-distance-pool: load-build load-db ## The pool 500 createChat/s needs 1 
 # of 0, 1 and 5 ms and a broker RTT of 0 to 20 ms (the mock cluster's
 # KAFKA_MOCK_BROKER_RTT_MS); then on tansu behind a hop of its own
 # (scripts/tansu-at-distance.sh) at 1 and 5 ms.
-loadtest-kafka-distance: load-build load-db ## in_tx_await vs outbox vs after_commit at a DB RTT of 0-5 ms x a broker RTT of 0-20 ms (mock cluster), then on tansu behind a hop: connection hold and throughput
+loadtest-kafka-distance: load-build load-db ## @distance in_tx_await vs outbox vs after_commit at a DB RTT of 0-5 ms x a broker RTT of 0-20 ms (mock cluster), then on tansu behind a hop: connection hold and throughput
 	$(LOAD) matrix --name kafka-distance --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario create-chat --members 50 \
 	    --strategies unnest,single --publish-modes in_tx_await,outbox,after_commit \
 	    $(foreach r,$(KAFKA_DISTANCE_BROKER_RTTS),--variant broker-$(r)ms:KAFKA_MOCK_BROKER_RTT_MS=$(r)) \
@@ -453,7 +468,7 @@ PGBOUNCER_VARIANTS = --variant direct-10:DB_DRIVER=blocking+DB_POOL_MAX_SIZE=10 
     --variant direct-4:DB_DRIVER=blocking+DB_POOL_MAX_SIZE=4 \
     --variant uncached-10:DB_DRIVER=blocking+DB_POOL_MAX_SIZE=10+DB_STATEMENT_CACHE=false \
     --variant pgbouncer-10:DB_DRIVER=blocking+DB_POOL_MAX_SIZE=10+DB_STATEMENT_CACHE=false+DB_SESSION_SETTINGS=false+DATABASE_URL=$(PGBOUNCER_URL)+DB_MIGRATION_URL=$(LOAD_DATABASE_URL)
-loadtest-pgbouncer: load-build load-db ## Three servers through PgBouncer (transaction mode, 12 server connections) vs straight (pools of 10 and 4) at a DB RTT of 0 and 1 ms: createChat (single, per_row)
+loadtest-pgbouncer: load-build load-db ## @distance Three servers through PgBouncer (transaction mode, 12 server connections) vs straight (pools of 10 and 4) at a DB RTT of 0 and 1 ms: createChat (single, per_row)
 	@port=$$(scripts/pgbouncer.sh start 0 --mode transaction --pool $(PGBOUNCER_POOL)) || exit 1; \
 	pooler=$$(printf '%s' '$(LOAD_DATABASE_URL)' | sed -E "s#^([a-z]+://([^@/]*@)?)[^/]+#\1127.0.0.1:$$port#"); \
 	$(MAKE) --no-print-directory pgbouncer-matrix PGBOUNCER_URL="$$pooler"; \
@@ -464,16 +479,16 @@ pgbouncer-matrix: # loadtest-pgbouncer's matrix, once its PgBouncer listens at P
 	$(LOAD) matrix --name pgbouncer --spawn 3 --database-url $(LOAD_DATABASE_URL) --scenario create-chat \
 	    --strategies single,per_row $(PGBOUNCER_VARIANTS) --db-rtts $(PGBOUNCER_RTTS) $(PGBOUNCER_ARGS)
 
-loadtest-smoke: ## Every load target but the delivery ones (which need tansu) once, a few seconds each (CI)
+loadtest-smoke: ## @dev Every load target but the delivery ones (which need tansu) once, a few seconds each (CI)
 	$(MAKE) QUICK=1 demo loadtest loadtest-create loadtest-hold loadtest-seed001 loadtest-ramp bench-baseline loadtest-crosscheck \
 	    loadtest-pool loadtest-poolsize loadtest-driver loadtest-concurrency loadtest-tracing loadtest-layout loadtest-syncs \
 	    loadtest-fanout loadtest-fanout-copy loadtest-read-side loadtest-read-mixed loadtest-markers loadtest-crossover \
 	    loadtest-distance loadtest-distance-drivers loadtest-distance-pool loadtest-kafka-distance loadtest-pgbouncer
 
-broker-check: load-build ## Does the broker keep what it acknowledges? tansu's memory and sqlite engines under pipelined produce
+broker-check: load-build ## @write Does the broker keep what it acknowledges? tansu's memory and sqlite engines under pipelined produce
 	scripts/broker-check.sh $(BROKER_CHECK_ARGS)
 
-events-stress: ## The event tests RUNS= times (default 50) beside a busy core and a concurrent producer
+events-stress: ## @write The event tests RUNS= times (default 50) beside a busy core and a concurrent producer
 	@DATABASE_URL=$(DATABASE_ADMIN_URL) scripts/ensure-postgres.sh
 	@KAFKA_TEST_BROKERS=$(KAFKA_TEST_BROKERS) scripts/ensure-tansu.sh
 	DATABASE_URL=$(DATABASE_ADMIN_URL) KAFKA_TEST_BROKERS=$(KAFKA_TEST_BROKERS) RUNS=$(RUNS) BUSY=1 PRODUCE=1 \
@@ -491,7 +506,7 @@ ifeq ($(QUICK),1)
 else
   FAULT_BLACKHOLE_VARIANTS := async-pool:DB_DRIVER=async,blocking-pool:DB_DRIVER=blocking,async-nopool:DB_DRIVER=async+DB_POOL=off
 endif
-fault-db: load-build ## PostgreSQL restarted, its sessions terminated, stopped for a while, and the network to it dead: per driver, pooling, pool layout, fan-out and read-marker mode
+fault-db: load-build ## @faults PostgreSQL restarted, its sessions terminated, stopped for a while, and the network to it dead: per driver, pooling, pool layout, fan-out and read-marker mode
 	scripts/fault.sh fault-db --faults db-restart,db-terminate,db-stop --variants $(FAULT_DB_VARIANTS) \
 	    --mark-share $(FAULT_DB_MARK_SHARE) $(FAULT_ENV) --latency-bound 8s $(FAULT_ARGS) $(FAULT_DOWN)
 	scripts/fault.sh fault-db-blackhole --faults db-blackhole --variants $(FAULT_BLACKHOLE_VARIANTS) \
@@ -504,28 +519,28 @@ fault-db: load-build ## PostgreSQL restarted, its sessions terminated, stopped f
 # tansu's memory engine with the 3 s timeout, so events do time out there and
 # the table shows which modes lose them (the audit keeps the memory engine's
 # own losses apart).
-fault-broker: load-build ## tansu killed (SIGKILL) and frozen (SIGSTOP) under load: per publish mode, events lost, outbox drain
+fault-broker: load-build ## @faults tansu killed (SIGKILL) and frozen (SIGSTOP) under load: per publish mode, events lost, outbox drain
 	scripts/fault.sh fault-broker --faults broker-kill --tansu-bin $$(scripts/ensure-tansu.sh --print-bin) \
 	    --publish-modes $(FAULT_MODES) $(FAULT_ENV) --env KAFKA_SEND_TIMEOUT_MS=15000 --latency-bound 20s $(FAULT_ARGS) $(FAULT_DOWN)
 	scripts/fault.sh fault-broker --faults broker-freeze --tansu-bin $$(scripts/ensure-tansu.sh --print-bin) --tansu-storage memory \
 	    --publish-modes $(FAULT_MODES) $(FAULT_ENV) --latency-bound 12s $(FAULT_ARGS) $(FAULT_DOWN)
 
-fault-server: load-build ## chatlab killed (SIGKILL) in outbox mode, and stopped (SIGTERM) under load, then started again
+fault-server: load-build ## @faults chatlab killed (SIGKILL) in outbox mode, and stopped (SIGTERM) under load, then started again
 	scripts/fault.sh fault-server --faults server-kill --tansu-bin $$(scripts/ensure-tansu.sh --print-bin) \
 	    --variants $(FAULT_SERVER_VARIANTS) --publish-modes outbox $(FAULT_ENV) --latency-bound 12s $(FAULT_ARGS) --down 1s
 	scripts/fault.sh fault-server --faults server-term --tansu-bin $$(scripts/ensure-tansu.sh --print-bin) \
 	    --variants $(FAULT_SERVER_VARIANTS) --publish-modes $(FAULT_MODES) $(FAULT_ENV) --latency-bound 12s $(FAULT_ARGS) --down 1s
 
-fault-collector: load-build load-db ## The OTLP collector frozen, then gone, under load at 100% sampling: requests unharmed, drops and failed exports counted, SIGTERM still prompt
+fault-collector: load-build load-db ## @faults The OTLP collector frozen, then gone, under load at 100% sampling: requests unharmed, drops and failed exports counted, SIGTERM still prompt
 	LOAD_DATABASE_URL=$(LOAD_DATABASE_URL) DURATION=$(COLLECTOR_FAULT_DURATION) scripts/fault-collector.sh
 
 # QUICK=1 runs the debug build, which answers a burst of a thousand timed-out
 # bodies more slowly: its sockets must be closed within the body timeout plus
 # 3 s; the full run (release) keeps the bound of one second.
-fault-slow-clients: load-build ## 15,000 sockets send headers and one body byte, then nothing: 408s, descriptors bounded, no pooled connection held (QUICK: 2,000)
+fault-slow-clients: load-build ## @faults 15,000 sockets send headers and one body byte, then nothing: 408s, descriptors bounded, no pooled connection held (QUICK: 2,000)
 	python3 scripts/fault-slow-clients.py --database-url $(DATABASE_ADMIN_URL) $(if $(QUICK),--sockets 2000 --body-timeout-ms 3000 --hold 7 --close-slack 3)
 
-fault-cancel: load-build ## Clients hang up at random points (per_row, 200 members): nothing left open, nothing half written
+fault-cancel: load-build ## @faults Clients hang up at random points (per_row, 200 members): nothing left open, nothing half written
 	scripts/fault.sh fault-cancel --faults cancel --publish-modes $(FAULT_MODES) --members 200 --deadline 2ms..60ms \
 	    --env CHAT_INSERT_STRATEGY=per_row --env KAFKA_MOCK_BROKER_RTT_MS=5 $(FAULT_ENV) $(CANCEL_ARGS)
 
@@ -534,7 +549,7 @@ fault-cancel: load-build ## Clients hang up at random points (per_row, 200 membe
 # twice (counted, by creator and member set); with an Idempotency-Key none
 # may be (an invariant). Then the server killed under keyed retries: a write
 # whose answer the kill cut is answered from the stored key after restart.
-fault-retry: load-build ## Retried createChat after client timeouts, without and with Idempotency-Key, and across a server kill: chats written twice
+fault-retry: load-build ## @faults Retried createChat after client timeouts, without and with Idempotency-Key, and across a server kill: chats written twice
 	scripts/fault.sh fault-retry --faults cancel --publish-modes $(FAULT_MODES) --members 200 --deadline 20ms..150ms \
 	    --retries 4 --env CHAT_INSERT_STRATEGY=per_row --env KAFKA_MOCK_BROKER_RTT_MS=5 $(FAULT_ENV) $(CANCEL_ARGS)
 	scripts/fault.sh fault-retry-keyed --faults cancel --publish-modes $(FAULT_MODES) --members 200 --deadline 20ms..150ms \
@@ -545,21 +560,21 @@ fault-retry: load-build ## Retried createChat after client timeouts, without and
 # The soak publishes to the embedded broker: its audit reads the whole
 # topic (60,000 events), which tansu's SQLite engine does not serve within a
 # minute.
-soak: load-build ## The mixed write load at a steady rate (10 min; QUICK: 30 s): slopes of RSS, connections, waiters, outbox
+soak: load-build ## @faults The mixed write load at a steady rate (10 min; QUICK: 30 s): slopes of RSS, connections, waiters, outbox
 	scripts/fault.sh soak --faults soak \
 	    --publish-modes $(FAULT_MODES) $(FAULT_ENV) --latency-bound 8s $(SOAK_ARGS)
 
-faults: fault-db fault-broker fault-server fault-cancel fault-retry fault-collector fault-slow-clients soak ## Every fault experiment, the soak included
+faults: fault-db fault-broker fault-server fault-cancel fault-retry fault-collector fault-slow-clients soak ## @faults Every fault experiment, the soak included
 
-db: ## Start PostgreSQL if nothing answers, and create the chatlab database
+db: ## @dev Start PostgreSQL if nothing answers, and create the chatlab database
 	@DATABASE_URL=$(DATABASE_URL) scripts/ensure-postgres.sh $(notdir $(firstword $(subst ?, ,$(DATABASE_URL))))
 
-db-stop: ## Stop a private PostgreSQL cluster started by `make db` or `make test`
+db-stop: ## @dev Stop a private PostgreSQL cluster started by `make db` or `make test`
 	scripts/stop-postgres.sh
 
 # The dashboard check runs even when a cargo test failed (it uses the debug
 # binary the tests built); either failing fails the target.
-test: ## Run every test against real PostgreSQL and a real Kafka-protocol broker (both started if needed), fuzz the API against its spec (schemathesis), then the dashboard's queries against a real Prometheus
+test: ## @dev Run every test against real PostgreSQL and a real Kafka-protocol broker (both started if needed), fuzz the API against its spec (schemathesis), then the dashboard's queries against a real Prometheus
 	@$(LIBPQ)
 	@scripts/ensure-debian.sh prometheus --command prometheus --stop-service
 	@DATABASE_URL=$(DATABASE_ADMIN_URL) scripts/ensure-postgres.sh
@@ -571,47 +586,47 @@ test: ## Run every test against real PostgreSQL and a real Kafka-protocol broker
 	DATABASE_ADMIN_URL=$(DATABASE_ADMIN_URL) python3 scripts/dashboard-check.py || status=1; \
 	exit $$status
 
-fuzz: ## schemathesis against the committed spec, every operation and check, seed 1 then a random one (FUZZ_SEED=, FUZZ_MAX_EXAMPLES=)
+fuzz: ## @dev schemathesis against the committed spec, every operation and check, seed 1 then a random one (FUZZ_SEED=, FUZZ_MAX_EXAMPLES=)
 	@DATABASE_URL=$(DATABASE_ADMIN_URL) scripts/ensure-postgres.sh
 	DATABASE_URL=$(DATABASE_ADMIN_URL) scripts/fuzz-api.sh
 
-broker: ## Start tansu (a Kafka-protocol broker) on KAFKA_TEST_BROKERS if nothing answers there
+broker: ## @dev Start tansu (a Kafka-protocol broker) on KAFKA_TEST_BROKERS if nothing answers there
 	@KAFKA_TEST_BROKERS=$(KAFKA_TEST_BROKERS) scripts/ensure-tansu.sh
 
-broker-stop: ## Stop the tansu started by `make broker` or `make test`
+broker-stop: ## @dev Stop the tansu started by `make broker` or `make test`
 	scripts/stop-tansu.sh
 
-fmt: ## Format the code
+fmt: ## @dev Format the code
 	$(CARGO) fmt --all
 
-fmt-check: ## Fail when the code is not formatted
+fmt-check: ## @dev Fail when the code is not formatted
 	$(CARGO) fmt --all -- --check
 
-lint: layering ## Clippy on every target, warnings are errors
+lint: layering ## @dev Clippy on every target, warnings are errors
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-layering: ## Fail when a crate depends on a layer above it (the domain on any I/O crate, persistence or Kafka on the web)
+layering: ## @dev Fail when a crate depends on a layer above it (the domain on any I/O crate, persistence or Kafka on the web)
 	@scripts/layering.sh
 
-schema-check: ## Fail when crates/persistence/src/schema.rs is not what diesel print-schema generates from migrations/
+schema-check: ## @dev Fail when crates/persistence/src/schema.rs is not what diesel print-schema generates from migrations/
 	@DATABASE_URL=$(DATABASE_ADMIN_URL) scripts/ensure-postgres.sh
 	@DATABASE_URL=$(DATABASE_ADMIN_URL) scripts/schema-check.sh
 
-deps-check: ## Fail on an unused dependency (cargo machete) or a licence or ban deny.toml refuses (cargo deny, offline)
+deps-check: ## @dev Fail on an unused dependency (cargo machete) or a licence or ban deny.toml refuses (cargo deny, offline)
 	$$(scripts/ensure-tool.sh machete) --with-metadata
 	$$(scripts/ensure-tool.sh deny) --offline check licenses bans
 
-docs: settings-docs ## Render every generated part of the docs: the settings, and each table of results from its committed run
+docs: settings-docs ## @dev Render every generated part of the docs: the settings, and each table of results from its committed run
 	$(CARGO) run -q --bin chatlab-load -- docs
 
-settings-docs: ## Regenerate .env.example and the settings table of docs/operations.md from the declared settings
+settings-docs: ## @dev Regenerate .env.example and the settings table of docs/operations.md from the declared settings
 	$(CARGO) run -q --bin chatlab -- settings env > .env.example.tmp && mv .env.example.tmp .env.example
 	$(CARGO) run -q --bin chatlab -- settings doc < docs/operations.md > docs/operations.md.tmp && mv docs/operations.md.tmp docs/operations.md
 
-openapi: ## Regenerate openapi/openapi.json from the code
+openapi: ## @dev Regenerate openapi/openapi.json from the code
 	$(CARGO) run -q --bin chatlab -- openapi > openapi/openapi.json.tmp && mv openapi/openapi.json.tmp openapi/openapi.json
 
-docker-check: ## Check docker/ offline (no Docker engine needed): compose, the configs it mounts, the dashboard, promtool check config
+docker-check: ## @dev Check docker/ offline (no Docker engine needed): compose, the configs it mounts, the dashboard, promtool check config
 	@scripts/ensure-debian.sh prometheus --command promtool --stop-service
 	@python3 -c 'import yaml' 2>/dev/null || python3 -m pip install --quiet --disable-pip-version-check pyyaml
 	python3 docker/check.py
@@ -626,30 +641,30 @@ DOCKER_PORT ?= 8080
 DOCKER_OPS_URLS ?= http://127.0.0.1:9464,http://127.0.0.1:9465,http://127.0.0.1:9466
 DOCKER_JWT_SECRET ?= chatlab-docker-lab-secret-loopback-only-0123456789
 
-up: ## Start the Docker lab (docker/compose.yaml, built), wait until every chatlab is healthy
+up: ## @dev Start the Docker lab (docker/compose.yaml, built), wait until every chatlab is healthy
 	CHATLAB_JWT_SECRET='$(DOCKER_JWT_SECRET)' $(COMPOSE) up --build --detach --wait
 
-down: ## Stop the Docker lab and drop its volumes
+down: ## @dev Stop the Docker lab and drop its volumes
 	$(COMPOSE) down --volumes --remove-orphans
 
-loadtest-docker: load-build ## The mixed run of `make loadtest` against the Docker lab's port (make up first); no servers spawned
+loadtest-docker: load-build ## @dev The mixed run of `make loadtest` against the Docker lab's port (make up first); no servers spawned
 	CHATLAB_JWT_SECRET='$(DOCKER_JWT_SECRET)' $(LOAD) run --name loadtest-docker \
 	    --target http://127.0.0.1:$(DOCKER_PORT) --ops-url $(DOCKER_OPS_URLS) \
 	    --scenario mix --members 20 $(LOADTEST_ARGS) --threshold 'errors<0.01'
 
-dashboard-check: ## Every query of docker/'s Grafana dashboard against Debian's Prometheus scraping a live chatlab under a short load
+dashboard-check: ## @dev Every query of docker/'s Grafana dashboard against Debian's Prometheus scraping a live chatlab under a short load
 	@scripts/ensure-debian.sh prometheus --command prometheus --stop-service
 	@DATABASE_URL=$(DATABASE_ADMIN_URL) scripts/ensure-postgres.sh
 	DATABASE_ADMIN_URL=$(DATABASE_ADMIN_URL) python3 scripts/dashboard-check.py
 
-k6-check: ## Run the k6 scripts under node against stubs of k6's modules: scenarios, thresholds, tags, headers (no k6 needed)
+k6-check: ## @dev Run the k6 scripts under node against stubs of k6's modules: scenarios, thresholds, tags, headers (no k6 needed)
 	@scripts/ensure-debian.sh nodejs --command node
 	@node loadtest/k6/check.mjs
 
-clean-testdbs: ## Drop test databases (and the connection-limit roles of the unpooled test) left behind
+clean-testdbs: ## @dev Drop test databases (and the connection-limit roles of the unpooled test) left behind
 	@psql "$(DATABASE_ADMIN_URL)" -XtAc "SELECT datname FROM pg_database WHERE datname LIKE 'chatlab\_test\_%' OR datname LIKE 'chatlab\_template\_%'" \
 	    | while read -r db; do [ -n "$$db" ] && psql "$(DATABASE_ADMIN_URL)" -Xqc "DROP DATABASE \"$$db\" WITH (FORCE)"; done; true
 	@psql "$(DATABASE_ADMIN_URL)" -XtAc "SELECT rolname FROM pg_roles WHERE rolname LIKE 'chatlab\_test\_%\_role'" \
 	    | while read -r r; do [ -n "$$r" ] && psql "$(DATABASE_ADMIN_URL)" -Xqc "DROP ROLE \"$$r\""; done; true
 
-ci: fmt-check lint docker-check k6-check test schema-check deps-check ## The checks CI runs (CI also runs the QUICK load and fault targets)
+ci: fmt-check lint docker-check k6-check test schema-check deps-check ## @dev The checks CI runs (CI also runs the QUICK load and fault targets)
