@@ -5,25 +5,22 @@
 //! This crate does no I/O and depends on no database, HTTP or Kafka crate;
 //! `persistence` and `api` depend on it, never the other way round.
 
-pub mod audit;
 pub mod commands;
 pub mod entities;
 pub mod errors;
 pub mod events;
-pub mod fanout;
 pub mod idempotency;
 pub mod ids;
-pub mod import_jobs;
-pub mod limits;
-pub mod membership;
 pub mod paging;
 pub mod ports;
-pub mod publish_mode;
-pub mod read_marker;
 pub mod read_state;
 pub mod strategy;
-pub mod validation;
-pub mod write_plan;
+
+// The module paths the other crates name, kept stable.
+pub use commands::{import_jobs, limits, membership, validation};
+pub use events::{audit, publish_mode};
+pub use read_state::{fanout, read_marker};
+pub use strategy::write_plan;
 
 pub use commands::{CreateChat, NewChat, NewMessage, NewUser, SendMessage};
 pub use entities::{Chat, ChatCreated, Member, Message, MessageKind, User};

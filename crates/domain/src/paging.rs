@@ -2,8 +2,8 @@
 //! page costs the same however deep the client has read.
 
 use crate::ValidationErrors;
-use crate::limits::{PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX};
-use crate::validation::Checker;
+use crate::commands::limits::{PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX};
+use crate::commands::validation::Checker;
 
 /// A request for one page, after (or before) a cursor key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

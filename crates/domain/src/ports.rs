@@ -12,8 +12,8 @@
 
 use async_trait::async_trait;
 
+use crate::events::publish_mode::PublishMode;
 use crate::events::{Event, Receipt};
-use crate::publish_mode::PublishMode;
 
 /// Why an event was not acknowledged.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

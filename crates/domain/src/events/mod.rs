@@ -1,3 +1,7 @@
+//! Events: what chatlab publishes (here), when a write publishes it
+//! ([`publish_mode`]), and the audit that reconciles the topic with the
+//! database ([`audit`]).
+//!
 //! The events chatlab publishes, and their JSON form on the topic.
 //!
 //! Every event has a UUIDv7 `event_id`, a `type`, `occurred_at` (the write's
@@ -6,13 +10,16 @@
 //! for events whose write never committed), and the chat it belongs to,
 //! which is also its key: one chat's events land in one partition, in order.
 
+pub mod audit;
+pub mod publish_mode;
+
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::commands::membership::{AddMembers, RemoveMember, TransferOwnership};
 use crate::commands::{CreateChat, SendMessage};
-use crate::membership::{AddMembers, RemoveMember, TransferOwnership};
-use crate::publish_mode::PublishMode;
+use crate::events::publish_mode::PublishMode;
 
 /// Version of the JSON layout below.
 pub const EVENT_SCHEMA_VERSION: u32 = 1;
@@ -389,8 +396,8 @@ impl AckedEvent {
 mod tests {
     use super::*;
     use crate::commands::NewChat;
+    use crate::commands::limits::Limits;
     use crate::ids::UserId;
-    use crate::limits::Limits;
 
     #[test]
     fn json_has_the_documented_fields_and_round_trips() {

@@ -1,16 +1,25 @@
+//! What may be written: the commands checked from raw input (chats and
+//! messages here, membership changes, import jobs), the limits that bound
+//! them and the field-by-field validation failures.
+//!
 //! Write commands. Each raw input (`New*`) is checked into a command that
 //! storage can write as it stands: trimmed, deduplicated, bounded, with its
 //! ids and timestamp already chosen by the application.
+
+pub mod import_jobs;
+pub mod limits;
+pub mod membership;
+pub mod validation;
 
 use std::collections::HashSet;
 
 use chrono::{DateTime, SubsecRound, Utc};
 
-use crate::ids::{ChatId, MessageId, UserId};
-use crate::limits::{
+use crate::commands::limits::{
     CHAT_NAME_MAX_CHARS, Limits, MESSAGE_BODY_MAX_CHARS, ROOM_CREATED_BODY, USER_NAME_MAX_CHARS,
 };
-use crate::validation::{Checker, ValidationErrors};
+use crate::commands::validation::{Checker, ValidationErrors};
+use crate::ids::{ChatId, MessageId, UserId};
 
 /// The most bad names one bulk request's answer lists.
 const BULK_NAME_ERRORS_SHOWN: usize = 10;

@@ -12,10 +12,10 @@ use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
 
+use crate::commands::limits::Limits;
 use crate::commands::now;
+use crate::commands::validation::{Checker, ValidationErrors};
 use crate::ids::{ChatId, MessageId, UserId};
-use crate::limits::Limits;
-use crate::validation::{Checker, ValidationErrors};
 
 /// Members added to a chat, as the client asked.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,6 +1,13 @@
+//! Unread state: what a reader sees (here), how a message reaches its
+//! recipients ([`fanout`]), and how a read marker's move is written
+//! ([`read_marker`]).
+//!
 //! Read state: a member marking a chat read, what they have read of one
 //! chat, and their chat list with its unread counts. The same whichever
-//! fan-out ([`crate::fanout::MessageFanout`]) computes it.
+//! fan-out ([`fanout::MessageFanout`]) computes it.
+
+pub mod fanout;
+pub mod read_marker;
 
 use crate::entities::Message;
 use crate::ids::{ChatId, MessageId, UserId};

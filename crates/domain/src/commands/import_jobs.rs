@@ -12,11 +12,13 @@ use std::ops::Range;
 
 use chrono::{DateTime, Utc};
 
+use crate::commands::limits::{Limits, MESSAGE_BODY_MAX_CHARS};
 use crate::commands::now;
+use crate::commands::validation::{
+    Checker, ValidationErrors, body_control_message, forbidden_in_body,
+};
 use crate::errors::RepositoryError;
 use crate::ids::{ChatId, MessageId, UserId};
-use crate::limits::{Limits, MESSAGE_BODY_MAX_CHARS};
-use crate::validation::{Checker, ValidationErrors, body_control_message, forbidden_in_body};
 
 /// Rows per chunk when the client names none (or `CHAT_IMPORT_MAX_ROWS`,
 /// if lower).

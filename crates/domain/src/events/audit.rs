@@ -22,8 +22,8 @@ use std::fmt::Write as _;
 
 use uuid::Uuid;
 
+use crate::events::publish_mode::PublishMode;
 use crate::events::{AckedEvent, Receipt};
-use crate::publish_mode::PublishMode;
 
 /// A committed write that should have an event: a chat or a talk message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

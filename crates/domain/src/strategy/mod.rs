@@ -1,5 +1,10 @@
+//! How a write travels: the insert strategy (here) and its plan
+//! ([`write_plan`]), the one place a strategy is described.
+//!
 //! How createChat writes its member rows. The strategies write exactly the
 //! same rows; they differ in statements, round trips and server work.
+
+pub mod write_plan;
 
 use std::fmt;
 use std::str::FromStr;
