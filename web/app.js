@@ -36,6 +36,7 @@
     live: null, // {transport, stop()}
     lastEventId: null,
     frames: 0,
+    frameTypes: {}, // type -> how many arrived
   };
 
   const $ = (id) => document.getElementById(id);
@@ -140,6 +141,7 @@
       $("me-name").textContent = r.body.name;
       $("user-id").textContent = r.body.id;
       $("me").hidden = false;
+      $("signin-form").hidden = true;
       $("chat-panel").hidden = true;
       for (const id of ["create-chat", "refresh-chats", "live-connect"]) $(id).disabled = false;
       document.body.dataset.signedIn = "true";
@@ -259,7 +261,8 @@
         showMessage({ id: m.id, sender: m.sender_id, body: m.body, at: m.created_at, kind: m.kind });
       }
       renderChats();
-      $("message-body").focus();
+      if (matchMedia("(max-width: 600px)").matches) $("chat-panel").scrollIntoView({ block: "start" });
+      $("message-body").focus({ preventScroll: true });
     } catch (err) { fail(err); }
   }
 
@@ -345,6 +348,7 @@
   function onFrame(type, data, id) {
     if (id) state.lastEventId = id;
     state.frames++;
+    state.frameTypes[type] = (state.frameTypes[type] || 0) + 1;
     switch (type) {
       case "message.sent": {
         const mine = state.me && data.sender_id === state.me.id;
@@ -471,6 +475,11 @@
     $("api-base").textContent = state.api;
     $("signin-form").addEventListener("submit", signIn);
     $("copy-id").addEventListener("click", copyId);
+    $("new-user").addEventListener("click", () => {
+      $("signin-form").hidden = false;
+      $("user-name").select();
+      $("user-name").focus();
+    });
     $("chat-form").addEventListener("submit", createChat);
     $("refresh-chats").addEventListener("click", refreshChats);
     $("send-form").addEventListener("submit", send);
@@ -486,7 +495,8 @@
   // so the test can check that none of it reached the server's log.
   window.chatlabClient = Object.freeze({
     heldSecrets: () => ({ token: secrets.token, tickets: secrets.tickets.slice() }),
-    liveState: () => ({ transport: state.live && state.live.transport, lastEventId: state.lastEventId, frames: state.frames }),
+    liveState: () => ({ transport: state.live && state.live.transport, lastEventId: state.lastEventId,
+      frames: state.frames, frameTypes: Object.assign({}, state.frameTypes) }),
   });
 
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);

@@ -32,6 +32,8 @@ const SCREENSHOT = process.env.SCREENSHOT || "";
 const STEP_MS = 10_000; // any single wait
 const LIVE_BOUND_MS = Number(process.env.LIVE_BOUND_MS || 10_000);
 const STRATEGY = process.env.TEST_STRATEGY || "batch"; // the server's default is another (the script sets unnest)
+const A_TRANSPORT = process.env.A_TRANSPORT || "ws";
+const B_TRANSPORT = process.env.B_TRANSPORT || "sse";
 
 let passed = 0;
 let failed = 0;
@@ -146,9 +148,9 @@ async function main() {
       p.page.on("request", (r) => { if (token && r.url().includes(token)) urlsWithToken.push(r.url()); });
     }
 
-    await check("A connects over WebSocket, B over SSE, both with tickets", async () => {
-      await connectLive(a, "ws");
-      await connectLive(b, "sse");
+    await check(`A connects over ${A_TRANSPORT}, B over ${B_TRANSPORT}, both with tickets`, async () => {
+      await connectLive(a, A_TRANSPORT);
+      await connectLive(b, B_TRANSPORT);
       const [ha, hb] = [await held(a), await held(b)];
       if (!ha.tickets.length || !hb.tickets.length) throw new Error("a page connected without a ticket");
     });
@@ -159,7 +161,7 @@ async function main() {
       await a.page.selectOption("#strategy", STRATEGY);
       await a.page.click("#create-chat");
       await a.page.waitForSelector(`#strategy-used[data-strategy="${STRATEGY}"]`);
-      const line = await a.page.textContent("#request-log li:first-child");
+      const line = await a.page.textContent('#request-log li:has-text("POST /v1/chats →")');
       if (!line.includes(`POST /v1/chats → 201`) || !line.includes(`strategy ${STRATEGY}`) || !/ms$/.test(line)) {
         throw new Error(`the log line says ${line}`);
       }
@@ -179,7 +181,7 @@ async function main() {
     });
 
     const hello = `hello from ada ${suffix}`;
-    await check(`A sends; B sees it over SSE within ${LIVE_BOUND_MS} ms`, async () => {
+    await check(`A sends; B sees it over ${B_TRANSPORT} within ${LIVE_BOUND_MS} ms`, async () => {
       const t0 = Date.now();
       await sendMessage(a, hello);
       await waitMessage(a, hello, STEP_MS);
@@ -193,7 +195,7 @@ async function main() {
     });
 
     const reply = `hi ada, bob here ${suffix}`;
-    await check(`B replies; A sees it over WebSocket within ${LIVE_BOUND_MS} ms`, async () => {
+    await check(`B replies; A sees it over ${A_TRANSPORT} within ${LIVE_BOUND_MS} ms`, async () => {
       const t0 = Date.now();
       await sendMessage(b, reply);
       await waitMessage(a, reply, LIVE_BOUND_MS);
@@ -201,24 +203,41 @@ async function main() {
       return `${Date.now() - t0} ms`;
     });
 
-    await check("B marks read: B's count shows 0 and stays 0 after the chat.read frame", async () => {
-      const before = (await b.page.evaluate(() => window.chatlabClient.liveState())).frames;
-      await b.page.click("#mark-read");
+    const readFrames = async (p) => (await p.page.evaluate(() => window.chatlabClient.liveState())).frameTypes["chat.read"] || 0;
+
+    await check("B marks read (by the keyboard): B's count shows 0, and stays 0 once the chat.read frame came", async () => {
+      const before = await readFrames(b);
+      await b.page.focus("#mark-read");
+      await b.page.keyboard.press("Enter");
       await waitUnread(b, chatName, 0);
-      // The chat.read frame, on B's own feed, arrives after the answer.
-      await b.page.waitForFunction((n) => window.chatlabClient.liveState().frames > n, before, { timeout: LIVE_BOUND_MS });
-      await b.page.waitForTimeout(300);
+      await b.page.waitForSelector("#open-unread:text-is('0')");
+      // The chat.read frame, on B's own feed, comes after the answer.
+      await b.page.waitForFunction((n) => (window.chatlabClient.liveState().frameTypes["chat.read"] || 0) > n,
+        before, { timeout: LIVE_BOUND_MS });
       const n = await unreadOf(b, chatName);
       if (n !== "0") throw new Error(`B's count is ${n}`);
     });
 
-    await check("A marks read by the keyboard: 0, and a chat.read frame moves it", async () => {
-      await a.page.focus("#mark-read");
-      await a.page.keyboard.press("Enter");
+    await check("A's marker moved elsewhere (another device): the chat.read frame alone takes A's count 1 → 0", async () => {
+      const before = await readFrames(a);
+      // The REST call is made outside the page's code (as another device
+      // of A's would), so only the live frame can move what A's page shows.
+      const status = await a.page.evaluate(async ({ api, chat }) => {
+        const { token } = window.chatlabClient.heldSecrets();
+        const ids = [...document.querySelectorAll("#messages li[data-message-id]")].map((li) => li.dataset.messageId).sort();
+        const res = await fetch(`${api}/v1/chats/${chat}/read`, {
+          method: "POST",
+          headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },
+          body: JSON.stringify({ up_to: ids[ids.length - 1] }),
+        });
+        return res.status;
+      }, { api: API, chat: await a.page.getAttribute("#chat-panel", "data-chat-id") });
+      if (status !== 200) throw new Error(`POST /read answered ${status}`);
       await waitUnread(a, chatName, 0);
+      if ((await readFrames(a)) <= before) throw new Error("the count moved without a chat.read frame");
     });
 
-    await check("SSE resumes with a fresh ticket after the stream drops", async () => {
+    await check(`B (${B_TRANSPORT}) resumes with a fresh ticket after a disconnect`, async () => {
       const before = (await held(b)).tickets.length;
       // Disconnect and reconnect as the page does on an error: a new ticket,
       // resuming from the last id seen.
@@ -280,7 +299,7 @@ async function main() {
 
     if (SCREENSHOT) {
       await check(`screenshot into ${SCREENSHOT} (desktop and phone width)`, async () => {
-        const desktop = await b.page.screenshot();
+        const desktop = await a.page.screenshot();
         const phone = await openPage(browser, ALLOWED, "phone", { width: 390, height: 844 });
         pages.push(phone);
         // A third user on a phone-sized page, with a chat of its own with A.
@@ -294,7 +313,6 @@ async function main() {
         await phone.page.waitForSelector(`#chat-panel:not([hidden])`);
         await sendMessage(phone, "hello from a phone");
         await waitMessage(phone, "hello from a phone", STEP_MS);
-        await phone.page.evaluate(() => window.scrollTo(0, 0));
         const phoneShot = await phone.page.screenshot({ fullPage: false });
         const width = await phone.page.evaluate(() => document.documentElement.scrollWidth);
         if (width > 390) throw new Error(`the page is ${width}px wide on a 390px phone`);
