@@ -37,6 +37,7 @@
     lastEventId: null,
     frames: 0,
     frameTypes: {}, // type -> how many arrived
+    seenEvents: new Set(), // event ids handled, so a resumed range counts once
   };
 
   const $ = (id) => document.getElementById(id);
@@ -138,6 +139,7 @@
       state.chats.clear();
       state.openChat = null;
       state.lastEventId = null;
+      state.seenEvents.clear();
       $("me-name").textContent = r.body.name;
       $("user-id").textContent = r.body.id;
       $("me").hidden = false;
@@ -347,6 +349,11 @@
 
   function onFrame(type, data, id) {
     if (id) state.lastEventId = id;
+    if (data && data.event_id) {
+      if (state.seenEvents.has(data.event_id)) return;
+      state.seenEvents.add(data.event_id);
+      if (state.seenEvents.size > 4096) state.seenEvents.delete(state.seenEvents.values().next().value);
+    }
     state.frames++;
     state.frameTypes[type] = (state.frameTypes[type] || 0) + 1;
     switch (type) {
@@ -430,6 +437,10 @@
         ticket = await getTicket();
       } catch (err) {
         fail(err);
+        if (err instanceof ApiError && err.status === 401) {
+          session.stop();
+          return setLive("off (the token was refused: sign in again)", "off");
+        }
         return retry("no ticket");
       }
       if (session.stopped) return;
