@@ -387,7 +387,7 @@
   }
 
   async function getTicket() {
-    const r = await api("POST", "/v1/live/tickets", { body: {} });
+    const r = await api("POST", "/v1/live/tickets");
     secrets.tickets.push(r.body.ticket);
     if (secrets.tickets.length > 20) secrets.tickets.shift();
     return r.body.ticket;
