@@ -256,12 +256,15 @@
       state.newest = null;
       const chat = state.chats.get(id);
       $("chat-title").textContent = chat ? chat.name : "Chat";
+      // Loaded history is not announced; live additions are (aria-live).
+      $("messages").setAttribute("aria-busy", "true");
       $("messages").replaceChildren();
       $("chat-panel").hidden = false;
       $("chat-panel").dataset.chatId = id;
       for (const m of r.body.items.slice().reverse()) {
         showMessage({ id: m.id, sender: m.sender_id, body: m.body, at: m.created_at, kind: m.kind });
       }
+      $("messages").setAttribute("aria-busy", "false");
       renderChats();
       if (matchMedia("(max-width: 600px)").matches) $("chat-panel").scrollIntoView({ block: "start" });
       $("message-body").focus({ preventScroll: true });
@@ -302,16 +305,17 @@
     list.scrollTop = list.scrollHeight;
   }
 
+  // A sender's name, looked up once (GET /v1/users/{id}); until then the
+  // end of the id.
   function nameOf(userId, el) {
     if (!userId) return "chatlab";
+    el.dataset.user = userId;
     if (state.names.has(userId)) return state.names.get(userId);
     state.names.set(userId, userId.slice(-6));
     api("GET", "/v1/users/" + encodeURIComponent(userId)).then((r) => {
       state.names.set(userId, r.body.name);
-      el.textContent = r.body.name;
-      for (const m of document.querySelectorAll(".who[data-user='" + userId + "']")) m.textContent = r.body.name;
+      for (const m of document.querySelectorAll(".who")) if (m.dataset.user === userId) m.textContent = r.body.name;
     }).catch(() => {});
-    el.dataset.user = userId;
     return userId.slice(-6);
   }
 
