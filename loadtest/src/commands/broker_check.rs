@@ -18,9 +18,10 @@ use clap::Args;
 use futures_util::stream::{self, StreamExt};
 use uuid::Uuid;
 
-use chatlab_domain::audit::{AuditInput, CommittedWrite, SeenEvent, reconcile};
+use chatlab_domain::audit::{AuditInput, AuditReport, CommittedWrite, SeenEvent, reconcile};
 use chatlab_domain::{AckedEvent, Event, EventPayload, EventPublisher, PublishMode, Receipt};
-use chatlab_kafka::{EventMetrics, KafkaConfig, KafkaPublisher, topic_reader};
+use chatlab_kafka::topic_reader::{self, TopicSnapshot};
+use chatlab_kafka::{EventMetrics, KafkaConfig, KafkaPublisher};
 
 use crate::error::LoadError;
 use crate::load::schedule::parse_duration;
@@ -195,14 +196,15 @@ fn event(chat: Uuid) -> Event {
     }
 }
 
-async fn one_round(args: &BrokerCheckArgs) -> Result<Round, LoadError> {
-    let topic = format!("chatlab-broker-check-{}", Uuid::now_v7().simple());
-    chatlab_kafka::publisher::ensure_topic(&args.brokers, &topic, args.partitions)
-        .await
-        .map_err(|e| LoadError::Broker(e.to_string()))?;
+/// `args.producers` publishers of chatlab's own, each with a connection of
+/// its own to the broker, all writing to `topic`.
+async fn connect_producers(
+    args: &BrokerCheckArgs,
+    topic: &str,
+) -> Result<Vec<KafkaPublisher>, LoadError> {
     let config = KafkaConfig {
         brokers: Some(args.brokers.clone()),
-        topic: topic.clone(),
+        topic: topic.to_owned(),
         partitions: args.partitions,
         send_timeout: Duration::from_secs(30),
         linger: Duration::ZERO,
@@ -222,6 +224,37 @@ async fn one_round(args: &BrokerCheckArgs) -> Result<Round, LoadError> {
             .map_err(|e| LoadError::Broker(e.to_string()))?,
         );
     }
+    Ok(publishers)
+}
+
+/// Prints the topic's watermarks and the first `show` findings of the
+/// reconciliation.
+fn show_findings(topic: &str, snapshot: &TopicSnapshot, report: &AuditReport, show: usize) {
+    let ends: Vec<String> = snapshot
+        .ends
+        .iter()
+        .map(|e| format!("{}:[{},{})", e.partition, e.low, e.high))
+        .collect();
+    eprintln!("{topic}: watermarks {}", ends.join(" "));
+    for line in report.findings().take(show) {
+        let acked: Vec<String> = line.acked_at.iter().map(Receipt::to_string).collect();
+        let seen: Vec<String> = line.seen_at.iter().map(Receipt::to_string).collect();
+        eprintln!(
+            "  {} acked at [{}] read at [{}]: {}",
+            line.subject_id,
+            acked.join(" "),
+            seen.join(" "),
+            line.verdict.as_str()
+        );
+    }
+}
+
+async fn one_round(args: &BrokerCheckArgs) -> Result<Round, LoadError> {
+    let topic = format!("chatlab-broker-check-{}", Uuid::now_v7().simple());
+    chatlab_kafka::publisher::ensure_topic(&args.brokers, &topic, args.partitions)
+        .await
+        .map_err(|e| LoadError::Broker(e.to_string()))?;
+    let publishers = connect_producers(args, &topic).await?;
     // A few chats per producer, so every partition gets concurrent writers.
     let chats: Vec<Uuid> = (0..args.producers.max(1) * 8)
         .map(|_| Uuid::now_v7())
@@ -297,23 +330,7 @@ async fn one_round(args: &BrokerCheckArgs) -> Result<Round, LoadError> {
         unreadable: 0,
     });
     if args.show > 0 {
-        let ends: Vec<String> = snapshot
-            .ends
-            .iter()
-            .map(|e| format!("{}:[{},{})", e.partition, e.low, e.high))
-            .collect();
-        eprintln!("{topic}: watermarks {}", ends.join(" "));
-        for line in report.findings().take(args.show) {
-            let acked: Vec<String> = line.acked_at.iter().map(Receipt::to_string).collect();
-            let seen: Vec<String> = line.seen_at.iter().map(Receipt::to_string).collect();
-            eprintln!(
-                "  {} acked at [{}] read at [{}]: {}",
-                line.subject_id,
-                acked.join(" "),
-                seen.join(" "),
-                line.verdict.as_str()
-            );
-        }
+        show_findings(&topic, &snapshot, &report, args.show);
     }
     let mode = report.mode(PublishMode::AfterCommit);
     Ok(Round {

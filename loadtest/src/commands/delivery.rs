@@ -267,38 +267,14 @@ async fn run_cell(
         .map(|s| s.pid)
         .collect();
     let rss_before = largest_rss(&subscriber_pids);
-    let (seen_tx, mut seen_rx) = mpsc::unbounded_channel::<Sighting>();
-    let (cut_tx, mut cut_rx) = mpsc::unbounded_channel::<usize>();
-    let mut readers = Vec::with_capacity(users.len());
-    for (index, bearer) in bearers.iter().enumerate() {
-        let url = if urls.len() > 1 {
-            &urls[1 + index % (urls.len() - 1)]
-        } else {
-            &urls[0]
-        };
-        let resp = client
-            .get(format!("{url}/v1/events"))
-            .header(AUTHORIZATION, bearer.clone())
-            .send()
-            .await
-            .map_err(|e| LoadError::http("opening a live stream", e))?;
-        if !resp.status().is_success() {
-            return Err(LoadError::http(
-                "opening a live stream",
-                format!("{}", resp.status()),
-            ));
-        }
-        readers.push(tokio::spawn(read_stream(
-            resp,
-            index,
-            seen_tx.clone(),
-            cut_tx.clone(),
-        )));
-    }
-    drop((seen_tx, cut_tx));
+    let Streams {
+        readers,
+        mut seen,
+        mut cuts,
+    } = open_streams(client, &urls, &bearers).await?;
     // Let the chats' own creation events go by before the clock starts.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    while seen_rx.try_recv().is_ok() {}
+    while seen.try_recv().is_ok() {}
 
     let before = scrape(client, &writer_ops).await?;
     let broker_fault = async {
@@ -330,9 +306,89 @@ async fn run_cell(
             .since(&before.histogram("db_client_connection_use_time_seconds", &[])),
         ..Row::default()
     };
+    let (expected, got) = tally(&mut row, &writes, &chats, &mut seen, &mut cuts, args.drain).await;
+    if row.delivered < row.expected {
+        let published = messages_in_topic(&broker.address, &topic).await?;
+        row.unpublished = expected
+            .keys()
+            .filter(|key| !got.contains_key(key) && !published.contains(&key.1))
+            .count() as u64;
+    }
+    for reader in readers {
+        reader.abort();
+    }
+    drop(fleet);
+    drop(broker);
+    Ok(row)
+}
+
+/// The live streams of every member, each read by a task of its own.
+struct Streams {
+    /// The readers, aborted when the cell ends.
+    readers: Vec<tokio::task::JoinHandle<()>>,
+    /// Every message a subscriber saw.
+    seen: mpsc::UnboundedReceiver<Sighting>,
+    /// A subscriber index per stream the server cut.
+    cuts: mpsc::UnboundedReceiver<usize>,
+}
+
+/// Opens a live stream per bearer, on every instance but the writer's
+/// (`urls[0]`), or on it when it is the only one.
+async fn open_streams(
+    client: &reqwest::Client,
+    urls: &[String],
+    bearers: &[HeaderValue],
+) -> Result<Streams, LoadError> {
+    let (seen_tx, seen_rx) = mpsc::unbounded_channel::<Sighting>();
+    let (cut_tx, cut_rx) = mpsc::unbounded_channel::<usize>();
+    let mut readers = Vec::with_capacity(bearers.len());
+    for (index, bearer) in bearers.iter().enumerate() {
+        let url = if urls.len() > 1 {
+            &urls[1 + index % (urls.len() - 1)]
+        } else {
+            &urls[0]
+        };
+        let resp = client
+            .get(format!("{url}/v1/events"))
+            .header(AUTHORIZATION, bearer.clone())
+            .send()
+            .await
+            .map_err(|e| LoadError::http("opening a live stream", e))?;
+        if !resp.status().is_success() {
+            return Err(LoadError::http(
+                "opening a live stream",
+                format!("{}", resp.status()),
+            ));
+        }
+        readers.push(tokio::spawn(read_stream(
+            resp,
+            index,
+            seen_tx.clone(),
+            cut_tx.clone(),
+        )));
+    }
+    drop((seen_tx, cut_tx));
+    Ok(Streams {
+        readers,
+        seen: seen_rx,
+        cuts: cut_rx,
+    })
+}
+
+/// Counts into `row` the writes, the deliveries each subscriber was due
+/// (drained for at most `drain`), the repeats and the cut streams; answers
+/// the deliveries expected (with their write's start) and those seen.
+async fn tally(
+    row: &mut Row,
+    writes: &[Write],
+    chats: &[(Uuid, Vec<usize>)],
+    seen: &mut mpsc::UnboundedReceiver<Sighting>,
+    cuts: &mut mpsc::UnboundedReceiver<usize>,
+    drain: Duration,
+) -> (HashMap<(usize, Uuid), Instant>, HashMap<(usize, Uuid), u32>) {
     // Which subscriber expects which message, and when it was written.
     let mut expected: HashMap<(usize, Uuid), Instant> = HashMap::new();
-    for w in &writes {
+    for w in writes {
         match w.id {
             Some(id) => {
                 row.written += 1;
@@ -346,9 +402,9 @@ async fn run_cell(
     }
     row.expected = expected.len() as u64;
     let mut got: HashMap<(usize, Uuid), u32> = HashMap::with_capacity(expected.len());
-    let drain_until = tokio::time::Instant::now() + args.drain;
+    let drain_until = tokio::time::Instant::now() + drain;
     while (row.delivered as usize) < expected.len() {
-        let sighting = tokio::time::timeout_at(drain_until, seen_rx.recv()).await;
+        let sighting = tokio::time::timeout_at(drain_until, seen.recv()).await;
         let Ok(Some((subscriber, message, at, bytes))) = sighting else {
             break;
         };
@@ -369,27 +425,15 @@ async fn run_cell(
     }
     // Repeats that arrive after the last first delivery still count.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    while let Ok((subscriber, message, _, _)) = seen_rx.try_recv() {
+    while let Ok((subscriber, message, _, _)) = seen.try_recv() {
         if expected.contains_key(&(subscriber, message)) {
             row.duplicated += 1;
         }
     }
-    while cut_rx.try_recv().is_ok() {
+    while cuts.try_recv().is_ok() {
         row.cut += 1;
     }
-    if row.delivered < row.expected {
-        let published = messages_in_topic(&broker.address, &topic).await?;
-        row.unpublished = expected
-            .keys()
-            .filter(|key| !got.contains_key(key) && !published.contains(&key.1))
-            .count() as u64;
-    }
-    for reader in readers {
-        reader.abort();
-    }
-    drop(fleet);
-    drop(broker);
-    Ok(row)
+    (expected, got)
 }
 
 /// The ids of the messages whose `message.sent` event is in `topic`.

@@ -1,6 +1,7 @@
 //! `chatlab-load matrix`: a grid of runs, written as a table, a CSV and
 //! charts under `results/`.
 
+use std::path::Path;
 use std::time::Duration;
 
 use clap::Args;
@@ -9,14 +10,15 @@ use chatlab_domain::{InsertStrategy, PublishMode};
 
 use crate::grid::schedule::{Rounds, Stopped};
 use crate::grid::yardstick::Yardstick;
-use crate::grid::{GridSpec, Servers, run_grid};
+use crate::grid::{GridOutcome, GridSpec, Servers, run_grid};
 use crate::load::choice::Choice;
 use crate::load::measure::scenario_name;
 use crate::load::scenario::Scenario;
 use crate::load::schedule::parse_duration;
 use crate::load::yardstick_sql;
 use crate::observe::otlp_sink::{self, OtlpSink, SinkCounts};
-use crate::report::{charts, results};
+use crate::report::charts;
+use crate::report::results::{self, CellResult};
 use crate::servers::reach::parse_distances;
 use crate::servers::variant::ServerVariant;
 use crate::stats::rounds;
@@ -122,27 +124,7 @@ pub(crate) async fn matrix(args: MatrixArgs) -> Result<bool, LoadError> {
     let out = results_dir(&args.servers.results_dir, &args.name);
     eprintln!("{}", plan(&args));
     let client = http_client(args.vus.iter().copied().max().unwrap_or(1))?;
-    let servers = match args.servers.spawn {
-        Some(n) => Servers::Spawn(fleet_spec(&args.servers, n, &out)?),
-        None => {
-            if args.pool_sizes.iter().any(|&p| p > 0)
-                || !args.variants.is_empty()
-                || args.db_rtts.is_some()
-            {
-                return Err(LoadError::Usage(
-                    "--pool-sizes, --variant and --db-rtts need --spawn: external servers keep their settings"
-                        .into(),
-                ));
-            }
-            Servers::External(external(&args.servers)?)
-        }
-    };
-    let distances = match &args.db_rtts {
-        Some(list) => {
-            parse_distances(list, &args.servers.distance.db_jitter).map_err(LoadError::Usage)?
-        }
-        None => vec![args.servers.distance.distance()?],
-    };
+    let servers = servers(&args, &out)?;
     let variants = if args.variants.is_empty() {
         vec![ServerVariant {
             name: "-".into(),
@@ -160,9 +142,55 @@ pub(crate) async fn matrix(args: MatrixArgs) -> Result<bool, LoadError> {
         Some(sink) => otlp_sink::point_at(&variants, &sink.base_url()).map_err(LoadError::Usage)?,
         None => variants.clone(),
     };
-    let spec = GridSpec {
+    let spec = grid_spec(&args, &out, servers, served)?;
+    let outcome = run_grid(&client, &spec, sink.as_ref()).await;
+    let sink_base = sink.as_ref().map(OtlpSink::base_url);
+    if let Some(sink) = sink {
+        sink.stop().await;
+    }
+    let outcome = outcome?;
+    let sink_table = sink_base.map_or_else(String::new, |base| {
+        sink_markdown(&base, &variants, &outcome.sink_counts)
+    });
+    report(&args, &out, &variants, &outcome, &sink_table)
+}
+
+/// Spawned servers, or the `--target` ones when the grid changes nothing
+/// of theirs.
+fn servers(args: &MatrixArgs, out: &Path) -> Result<Servers, LoadError> {
+    match args.servers.spawn {
+        Some(n) => Ok(Servers::Spawn(fleet_spec(&args.servers, n, out)?)),
+        None => {
+            if args.pool_sizes.iter().any(|&p| p > 0)
+                || !args.variants.is_empty()
+                || args.db_rtts.is_some()
+            {
+                return Err(LoadError::Usage(
+                    "--pool-sizes, --variant and --db-rtts need --spawn: external servers keep their settings"
+                        .into(),
+                ));
+            }
+            Ok(Servers::External(external(&args.servers)?))
+        }
+    }
+}
+
+/// The grid the arguments ask for, its servers given the `variants`.
+fn grid_spec(
+    args: &MatrixArgs,
+    out: &Path,
+    servers: Servers,
+    variants: Vec<ServerVariant>,
+) -> Result<GridSpec, LoadError> {
+    let distances = match &args.db_rtts {
+        Some(list) => {
+            parse_distances(list, &args.servers.distance.db_jitter).map_err(LoadError::Usage)?
+        }
+        None => vec![args.servers.distance.distance()?],
+    };
+    Ok(GridSpec {
         servers,
-        variants: served,
+        variants,
         scenarios: args.scenarios.clone(),
         strategies: args.strategies.clone(),
         members: args.members.clone(),
@@ -185,7 +213,7 @@ pub(crate) async fn matrix(args: MatrixArgs) -> Result<bool, LoadError> {
         rate: args.rate,
         trace_fraction: args.traces.trace_fraction,
         yardstick: args.baseline.then(|| Yardstick {
-            work_dir: yardstick_sql::default_work_dir(&out),
+            work_dir: yardstick_sql::default_work_dir(out),
         }),
         sample_interval: args.servers.sample_interval,
         seed_users: args.servers.seed_users,
@@ -196,18 +224,81 @@ pub(crate) async fn matrix(args: MatrixArgs) -> Result<bool, LoadError> {
             .spawn
             .is_some()
             .then(|| args.servers.database_url.clone()),
-    };
-    let outcome = run_grid(&client, &spec, sink.as_ref()).await;
-    let sink_base = sink.as_ref().map(OtlpSink::base_url);
-    if let Some(sink) = sink {
-        sink.stop().await;
-    }
-    let outcome = outcome?;
-    let cells = outcome.cells;
-    let sink_table = sink_base.map_or_else(String::new, |base| {
-        sink_markdown(&base, &variants, &outcome.sink_counts)
-    });
+    })
+}
+
+/// Writes the grid's results, tables and charts, and prints them (the
+/// short view with `--compact`); answers whether every threshold held.
+fn report(
+    args: &MatrixArgs,
+    out: &Path,
+    variants: &[ServerVariant],
+    outcome: &GridOutcome,
+    sink_table: &str,
+) -> Result<bool, LoadError> {
+    let cells = &outcome.cells;
     let rounds_run = cells.iter().map(|c| c.rounds.len()).max().unwrap_or(0);
+    let mut notes = run_note(args, variants, outcome, rounds_run);
+    let verdict = crate::stats::verdict::verdict(cells);
+    let summary = crate::stats::summary::summary_markdown(cells);
+    let short = if summary.is_empty() {
+        crate::stats::summary::intervals_markdown(cells)
+    } else {
+        summary.clone()
+    };
+    notes.push_str(&analysis_note(cells, verdict.as_deref(), &short));
+    if !sink_table.is_empty() {
+        notes.push_str(&format!("\n{sink_table}"));
+    }
+    results::write(out, cells, &notes).map_err(|e| LoadError::file(out, e))?;
+    let subtitle = chart_subtitle(&args.pool_sizes, args.duration, rounds_run);
+    let charts = charts::standard(out, cells, &subtitle)?;
+    let warnings = rounds::warnings(cells, &crate::stats::summary::labels(cells));
+    if args.compact && !summary.is_empty() {
+        println!("{summary}");
+        if let Some(v) = verdict {
+            println!("{v}\n");
+        }
+        for w in &warnings {
+            println!("Warning: {w}");
+        }
+        let charts = if charts.is_empty() {
+            String::new()
+        } else {
+            format!("; charts: {}", charts.join(", "))
+        };
+        println!(
+            "results: {}/results.md (every round beside its yardstick, every column: pool, pending, rows/s, RSS ...){charts}",
+            out.display()
+        );
+        return Ok(check(cells, &args.thresholds));
+    }
+    println!("{}", results::to_markdown(cells));
+    if !short.is_empty() {
+        println!("{short}");
+    }
+    if !sink_table.is_empty() {
+        println!("{sink_table}");
+    }
+    print!("{}", results::traces_markdown(cells));
+    if let Some(v) = verdict {
+        println!("{v}\n");
+    }
+    for w in &warnings {
+        println!("Warning: {w}");
+    }
+    println!("results: {} ({})", out.display(), charts.join(", "));
+    Ok(check(cells, &args.thresholds))
+}
+
+/// The head of results.md: the machine, the database's distance, what the
+/// grid varied, the load model and why it stopped.
+fn run_note(
+    args: &MatrixArgs,
+    variants: &[ServerVariant],
+    outcome: &GridOutcome,
+    rounds_run: usize,
+) -> String {
     let reach_notes = if outcome.reach_notes.is_empty() {
         String::new()
     } else {
@@ -261,75 +352,35 @@ pub(crate) async fn matrix(args: MatrixArgs) -> Result<bool, LoadError> {
             "Yardstick: pgbench on each createChat cell's SQL, at its database concurrency, right beside it in every round (after it in odd rounds, before it in even ones); a cell's share of pgbench is the geometric mean of the rounds' paired shares.\n",
         );
     }
-    notes.push_str(&format!("\n{}\n", stopping_note(&outcome.stopped, &args)));
-    let verdict = crate::stats::verdict::verdict(&cells);
-    if let Some(v) = &verdict {
+    notes.push_str(&format!("\n{}\n", stopping_note(&outcome.stopped, args)));
+    notes
+}
+
+/// The verdict, the summary, the comparisons and the round-trip model,
+/// each under its heading when there is one, then the heading of the full
+/// table.
+fn analysis_note(cells: &[CellResult], verdict: Option<&str>, short: &str) -> String {
+    let mut notes = String::new();
+    if let Some(v) = verdict {
         notes.push_str(&format!("\n{v}\n"));
     }
-    let summary = crate::stats::summary::summary_markdown(&cells);
-    let short = if summary.is_empty() {
-        crate::stats::summary::intervals_markdown(&cells)
-    } else {
-        summary.clone()
-    };
     if !short.is_empty() {
         notes.push_str(&format!("\n## Summary\n\n{INTERVALS}\n\n{short}"));
     }
-    let comparisons = crate::stats::summary::comparisons_markdown(&cells);
+    let comparisons = crate::stats::summary::comparisons_markdown(cells);
     if !comparisons.is_empty() {
         notes.push_str(&format!(
             "\n## Comparisons\n\nEvery pair of cells that differ in one setting, the faster first: the ratio of each figure, paired by round, with its 95% interval; `~` marks a tie (the interval holds 1).\n\n{comparisons}"
         ));
     }
-    let model = crate::stats::model::model_markdown(&cells);
+    let model = crate::stats::model::model_markdown(cells);
     if !model.is_empty() {
         notes.push_str(&format!(
             "\n## The round-trip model\n\nEach cell at a distance against its twin on loopback (0 ms): the hold predicted is the twin's plus the round trips the server counted times the round trip added (pgbench `SELECT 1` through the hop, less straight); `on the wire` are the round trips the hop counted per request (a client chunk after a server chunk), `implied by the hold` the hold's growth over the added round trip. The p50 predicted adds the same to the twin's p50, which holds for one client; with more clients than connections the queue adds to it.\n\n{model}"
         ));
     }
     notes.push_str("\n## Every figure\n");
-    if !sink_table.is_empty() {
-        notes.push_str(&format!("\n{sink_table}"));
-    }
-    results::write(&out, &cells, &notes).map_err(|e| LoadError::file(&out, e))?;
-    let subtitle = chart_subtitle(&args.pool_sizes, args.duration, rounds_run);
-    let charts = charts::standard(&out, &cells, &subtitle)?;
-    let warnings = rounds::warnings(&cells, &crate::stats::summary::labels(&cells));
-    if args.compact && !summary.is_empty() {
-        println!("{summary}");
-        if let Some(v) = verdict {
-            println!("{v}\n");
-        }
-        for w in &warnings {
-            println!("Warning: {w}");
-        }
-        let charts = if charts.is_empty() {
-            String::new()
-        } else {
-            format!("; charts: {}", charts.join(", "))
-        };
-        println!(
-            "results: {}/results.md (every round beside its yardstick, every column: pool, pending, rows/s, RSS ...){charts}",
-            out.display()
-        );
-        return Ok(check(&cells, &args.thresholds));
-    }
-    println!("{}", results::to_markdown(&cells));
-    if !short.is_empty() {
-        println!("{short}");
-    }
-    if !sink_table.is_empty() {
-        println!("{sink_table}");
-    }
-    print!("{}", results::traces_markdown(&cells));
-    if let Some(v) = verdict {
-        println!("{v}\n");
-    }
-    for w in &warnings {
-        println!("Warning: {w}");
-    }
-    println!("results: {} ({})", out.display(), charts.join(", "));
-    Ok(check(&cells, &args.thresholds))
+    notes
 }
 
 /// How the summary's intervals are made, said above it.

@@ -149,104 +149,33 @@ pub async fn run(
         model.duration(),
         label.to_owned(),
     ));
+    let senders = Senders {
+        client,
+        targets,
+        work,
+        variants,
+        tx,
+        counter,
+    };
     let dropped = match &model {
         Model::Closed { stages, think_time } => {
-            let peak = model.peak_concurrency();
-            let mut vus = Vec::with_capacity(peak);
-            for index in 0..peak {
-                let (client, targets, work, variants, tx, counter, stages) = (
-                    client.clone(),
-                    targets.clone(),
-                    work.clone(),
-                    variants.clone(),
-                    tx.clone(),
-                    counter.clone(),
-                    stages.clone(),
-                );
-                let think = *think_time;
-                vus.push(tokio::spawn(async move {
-                    let mut rng = Rng::new(0x5EED ^ ((index as u64 + 1) << 17));
-                    loop {
-                        let elapsed = started.elapsed();
-                        let wanted = vus_at(&stages, elapsed);
-                        if wanted == 0 {
-                            break;
-                        }
-                        if index >= wanted {
-                            // Not in this stage: wait for the ramp to reach us.
-                            tokio::time::sleep(Duration::from_millis(20)).await;
-                            continue;
-                        }
-                        let n = counter.fetch_add(1, Ordering::Relaxed) as usize;
-                        let sent = Instant::now();
-                        let done =
-                            send_nth(&client, &targets, &work, &variants, n, &mut rng, sent).await;
-                        let _ = tx.send(done);
-                        if !think.is_zero() {
-                            tokio::time::sleep(think).await;
-                        }
-                    }
-                }));
-            }
-            for vu in vus {
-                let _ = vu.await;
-            }
+            run_closed(
+                &senders,
+                stages,
+                *think_time,
+                model.peak_concurrency(),
+                started,
+            )
+            .await;
             0
         }
         Model::Open {
             rate,
             duration,
             max_in_flight,
-        } => {
-            // The CLI checked the rate; an invalid one sends nothing.
-            let schedule = ArrivalSchedule::new(*rate, *duration).ok();
-            let in_flight = Arc::new(AtomicUsize::new(0));
-            let mut dropped = 0u64;
-            let mut tasks = Vec::new();
-            let mut rng = Rng::new(0x0FE7);
-            let mut i = 0u64;
-            while let Some(due) = schedule.as_ref().and_then(|s| s.due(i)) {
-                i += 1;
-                let intended = started + due;
-                tokio::time::sleep_until(intended.into()).await;
-                if in_flight.load(Ordering::Relaxed) >= *max_in_flight {
-                    dropped += 1;
-                    continue;
-                }
-                in_flight.fetch_add(1, Ordering::Relaxed);
-                let n = counter.fetch_add(1, Ordering::Relaxed) as usize;
-                let (client, targets, work, variants, tx, in_flight) = (
-                    client.clone(),
-                    targets.clone(),
-                    work.clone(),
-                    variants.clone(),
-                    tx.clone(),
-                    in_flight.clone(),
-                );
-                let mut task_rng = Rng::new(rng.next_u64());
-                tasks.push(tokio::spawn(async move {
-                    // From the intended send time: queueing in the client
-                    // or the server counts against the server.
-                    let done = send_nth(
-                        &client,
-                        &targets,
-                        &work,
-                        &variants,
-                        n,
-                        &mut task_rng,
-                        intended,
-                    )
-                    .await;
-                    let _ = tx.send(done);
-                    in_flight.fetch_sub(1, Ordering::Relaxed);
-                }));
-            }
-            for t in tasks {
-                let _ = t.await;
-            }
-            dropped
-        }
+        } => run_open(&senders, *rate, *duration, *max_in_flight, started).await,
     };
+    let Senders { tx, .. } = senders;
     drop(tx);
     let variants = collector.await.unwrap_or_default();
     RunOutcome {
@@ -254,6 +183,116 @@ pub async fn run(
         dropped,
         elapsed: started.elapsed(),
     }
+}
+
+/// What every sending task shares: where requests go, what they are, the
+/// channel of their results and the count that numbers them.
+#[derive(Clone)]
+struct Senders {
+    client: reqwest::Client,
+    targets: Arc<Vec<String>>,
+    work: Arc<Workload>,
+    variants: Arc<Vec<Overrides>>,
+    tx: mpsc::UnboundedSender<Completed>,
+    counter: Arc<AtomicU64>,
+}
+
+impl Senders {
+    /// Sends request number `n` (see [`send_nth`]) and passes its result
+    /// to the collector.
+    async fn send(&self, n: usize, rng: &mut Rng, since: Instant) {
+        let done = send_nth(
+            &self.client,
+            &self.targets,
+            &self.work,
+            &self.variants,
+            n,
+            rng,
+            since,
+        )
+        .await;
+        let _ = self.tx.send(done);
+    }
+}
+
+/// The closed model: `peak` virtual users, each sending while the stage
+/// at hand wants it, waiting for its answer and `think` between requests.
+async fn run_closed(
+    senders: &Senders,
+    stages: &[Stage],
+    think: Duration,
+    peak: usize,
+    started: Instant,
+) {
+    let mut vus = Vec::with_capacity(peak);
+    for index in 0..peak {
+        let (senders, stages) = (senders.clone(), stages.to_vec());
+        vus.push(tokio::spawn(async move {
+            let mut rng = Rng::new(0x5EED ^ ((index as u64 + 1) << 17));
+            loop {
+                let elapsed = started.elapsed();
+                let wanted = vus_at(&stages, elapsed);
+                if wanted == 0 {
+                    break;
+                }
+                if index >= wanted {
+                    // Not in this stage: wait for the ramp to reach us.
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue;
+                }
+                let n = senders.counter.fetch_add(1, Ordering::Relaxed) as usize;
+                let sent = Instant::now();
+                senders.send(n, &mut rng, sent).await;
+                if !think.is_zero() {
+                    tokio::time::sleep(think).await;
+                }
+            }
+        }));
+    }
+    for vu in vus {
+        let _ = vu.await;
+    }
+}
+
+/// The open model: `rate` arrivals a second for `duration`, at most
+/// `max_in_flight` at once; answers the arrivals dropped over that cap.
+async fn run_open(
+    senders: &Senders,
+    rate: f64,
+    duration: Duration,
+    max_in_flight: usize,
+    started: Instant,
+) -> u64 {
+    // The CLI checked the rate; an invalid one sends nothing.
+    let schedule = ArrivalSchedule::new(rate, duration).ok();
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let mut dropped = 0u64;
+    let mut tasks = Vec::new();
+    let mut rng = Rng::new(0x0FE7);
+    let mut i = 0u64;
+    while let Some(due) = schedule.as_ref().and_then(|s| s.due(i)) {
+        i += 1;
+        let intended = started + due;
+        tokio::time::sleep_until(intended.into()).await;
+        if in_flight.load(Ordering::Relaxed) >= max_in_flight {
+            dropped += 1;
+            continue;
+        }
+        in_flight.fetch_add(1, Ordering::Relaxed);
+        let n = senders.counter.fetch_add(1, Ordering::Relaxed) as usize;
+        let (senders, in_flight) = (senders.clone(), in_flight.clone());
+        let mut task_rng = Rng::new(rng.next_u64());
+        tasks.push(tokio::spawn(async move {
+            // From the intended send time: queueing in the client
+            // or the server counts against the server.
+            senders.send(n, &mut task_rng, intended).await;
+            in_flight.fetch_sub(1, Ordering::Relaxed);
+        }));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    dropped
 }
 
 /// Sends request number `n`: its variant and target round robin, its

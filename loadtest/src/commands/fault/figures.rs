@@ -307,6 +307,13 @@ pub fn broken_invariants(cell: &CellFigures, fault: Fault, latency_bound: Durati
     if cell.timeline.back_at.is_some() && cell.first_success_after.is_none() {
         broken.push("no request succeeded after the fault".into());
     }
+    fault_broken(cell, fault, &mut broken);
+    broken
+}
+
+/// The invariants of `fault` itself: what may fail while it lasts and what
+/// must not after it.
+fn fault_broken(cell: &CellFigures, fault: Fault, broken: &mut Vec<String>) {
     match fault {
         // A broker that comes back answers the deliveries queued while it
         // was away first: requests may still time out for a moment, so
@@ -331,38 +338,7 @@ pub fn broken_invariants(cell: &CellFigures, fault: Fault, latency_bound: Durati
                 }
             }
         }
-        Fault::ServerTerm => {
-            match cell.timeline.exit {
-                Some((_, Some(0))) => {}
-                Some((_, code)) => broken.push(format!("the server exited with {code:?}")),
-                None => broken.push("the server did not exit".into()),
-            }
-            if let (Some((took, _)), Some(limit)) = (cell.timeline.exit, cell.shutdown_timeout) {
-                // The in-flight requests get the timeout; the relay's batch
-                // and the producer's flush (5 s at most) come after it.
-                let limit = limit + Duration::from_secs(6);
-                if took > limit {
-                    broken.push(format!(
-                        "the server took {} ms to exit, past {} ms",
-                        took.as_millis(),
-                        limit.as_millis()
-                    ));
-                }
-            }
-            if let Some(n) = cell.failed.get("cut") {
-                broken.push(format!("{n} answers cut by the shutdown"));
-            }
-            // A request left in the accept queue when the listener closed
-            // goes unanswered, and wrote nothing; one that wrote and lost
-            // its answer would show as a write nobody was told about.
-            let unannounced = (cell.rows.chats_committed + cell.rows.messages_committed)
-                .saturating_sub(cell.acknowledged);
-            if unannounced > 0 {
-                broken.push(format!(
-                    "{unannounced} writes committed whose answer never arrived"
-                ));
-            }
-        }
+        Fault::ServerTerm => shutdown_broken(cell, broken),
         Fault::None => {
             if cell.requests > cell.succeeded {
                 broken.push(format!(
@@ -373,7 +349,41 @@ pub fn broken_invariants(cell: &CellFigures, fault: Fault, latency_bound: Durati
         }
         Fault::ServerKill | Fault::Cancel => {}
     }
-    broken
+}
+
+/// A graceful shutdown's invariants: a clean exit within its timeout, no
+/// answer cut, no write committed whose answer never arrived.
+fn shutdown_broken(cell: &CellFigures, broken: &mut Vec<String>) {
+    match cell.timeline.exit {
+        Some((_, Some(0))) => {}
+        Some((_, code)) => broken.push(format!("the server exited with {code:?}")),
+        None => broken.push("the server did not exit".into()),
+    }
+    if let (Some((took, _)), Some(limit)) = (cell.timeline.exit, cell.shutdown_timeout) {
+        // The in-flight requests get the timeout; the relay's batch
+        // and the producer's flush (5 s at most) come after it.
+        let limit = limit + Duration::from_secs(6);
+        if took > limit {
+            broken.push(format!(
+                "the server took {} ms to exit, past {} ms",
+                took.as_millis(),
+                limit.as_millis()
+            ));
+        }
+    }
+    if let Some(n) = cell.failed.get("cut") {
+        broken.push(format!("{n} answers cut by the shutdown"));
+    }
+    // A request left in the accept queue when the listener closed
+    // goes unanswered, and wrote nothing; one that wrote and lost
+    // its answer would show as a write nobody was told about.
+    let unannounced = (cell.rows.chats_committed + cell.rows.messages_committed)
+        .saturating_sub(cell.acknowledged);
+    if unannounced > 0 {
+        broken.push(format!(
+            "{unannounced} writes committed whose answer never arrived"
+        ));
+    }
 }
 
 /// The Markdown table of the cells.

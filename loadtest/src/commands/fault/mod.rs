@@ -217,13 +217,7 @@ async fn run_cell(
         Some(bin) => Some(Broker::start(bin, &dir.join("broker"), args.tansu_storage).await?),
         None => None,
     };
-    let mut env = args.env.clone();
-    env.extend(variant.env.iter().cloned());
-    env.push(("DATABASE_URL".into(), reach.url()));
-    env.push(("CHATLAB_ALLOW_OVERRIDES".into(), "true".into()));
-    if let Some(b) = &broker {
-        env.push(("KAFKA_BROKERS".into(), b.address.clone()));
-    }
+    let env = server_env(args, variant, reach, broker.as_ref());
     // The issuer the servers would take from the environment (the fleet
     // gives them it explicitly, with a secret made up for the cell).
     let issuer = env_value(&env, "CHATLAB_JWT_ISSUER")
@@ -254,25 +248,8 @@ async fn run_cell(
         &Scenario::SendMessage,
     )
     .await?;
-    let tag = format!(
-        "fault {} {} {}",
-        fault.name(),
-        variant.name,
-        &uuid::Uuid::now_v7().simple().to_string()[20..]
-    );
-    let load_spec = Arc::new(LoadSpec {
-        rate: args.rate,
-        duration: args.duration,
-        create_share: args.create_share,
-        mark_share: args.mark_share,
-        members: args.members,
-        chat_name: tag.clone(),
-        modes: args.publish_modes.iter().map(|m| m.named()).collect(),
-        deadline,
-        max_in_flight: 2_000,
-        retries: args.retries,
-        keyed: args.idempotency_keys,
-    });
+    let load_spec = Arc::new(load_spec(args, fault, variant, deadline));
+    let tag = load_spec.chat_name.clone();
     let since = Utc::now() - chrono::Duration::seconds(1);
     let started = Instant::now();
     let watcher = Watcher::start(
@@ -321,25 +298,9 @@ async fn run_cell(
     figures::from_requests(&mut cell, &result.requests, &load_spec.modes, &timeline);
     figures::from_samples(&mut cell, &samples);
     cell.outbox_drained_after = drained.map(|_| load_end.elapsed());
-    // A hung-up request's session ends within a moment: give it one.
-    let settle = Instant::now() + Duration::from_secs(10);
-    loop {
-        cell.idle_in_transaction = checks::idle_in_transaction(db)?;
-        cell.connections_in_use = checks::connections_in_use(client, &ops_url).await?;
-        if (cell.idle_in_transaction == 0 && cell.connections_in_use == 0.0)
-            || Instant::now() > settle
-        {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    // Coalesced markers reach the database at the next flush (one held
-    // through a failed flush goes at the one after): give it two windows.
+    settle_sessions(&mut cell, client, db, &ops_url).await?;
     if result.requests.iter().any(|r| r.op == load::Op::Mark) {
-        let window = env_value(&spec.env, "READ_MARKER_FLUSH_MS")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(500);
-        tokio::time::sleep(Duration::from_millis(2 * window + 500)).await;
+        wait_marker_flush(&spec.env).await;
     }
     let (db2, requests, tag2, members) = (db.clone(), result.requests, tag.clone(), args.members);
     cell.rows =
@@ -360,6 +321,85 @@ async fn run_cell(
     drop(fleet);
     drop(broker);
     Ok(cell)
+}
+
+/// The env of a cell's server: the command's, the variant's, the database
+/// (through its hop) and the broker, with override headers allowed.
+fn server_env(
+    args: &FaultArgs,
+    variant: &ServerVariant,
+    reach: &Reach,
+    broker: Option<&Broker>,
+) -> Vec<(String, String)> {
+    let mut env = args.env.clone();
+    env.extend(variant.env.iter().cloned());
+    env.push(("DATABASE_URL".into(), reach.url()));
+    env.push(("CHATLAB_ALLOW_OVERRIDES".into(), "true".into()));
+    if let Some(b) = broker {
+        env.push(("KAFKA_BROKERS".into(), b.address.clone()));
+    }
+    env
+}
+
+/// The load of one cell, its chats named after the fault and the variant
+/// (and a tag of their own, so the row checks find this cell's alone).
+fn load_spec(
+    args: &FaultArgs,
+    fault: Fault,
+    variant: &ServerVariant,
+    deadline: (Duration, Duration),
+) -> LoadSpec {
+    let tag = format!(
+        "fault {} {} {}",
+        fault.name(),
+        variant.name,
+        &uuid::Uuid::now_v7().simple().to_string()[20..]
+    );
+    LoadSpec {
+        rate: args.rate,
+        duration: args.duration,
+        create_share: args.create_share,
+        mark_share: args.mark_share,
+        members: args.members,
+        chat_name: tag,
+        modes: args.publish_modes.iter().map(|m| m.named()).collect(),
+        deadline,
+        max_in_flight: 2_000,
+        retries: args.retries,
+        keyed: args.idempotency_keys,
+    }
+}
+
+/// Reads the sessions idle in a transaction and the pool's connections in
+/// use into `cell`, again for up to 10 s until both are none: a hung-up
+/// request's session ends within a moment.
+async fn settle_sessions(
+    cell: &mut CellFigures,
+    client: &reqwest::Client,
+    db: &Database,
+    ops_url: &str,
+) -> Result<(), LoadError> {
+    let settle = Instant::now() + Duration::from_secs(10);
+    loop {
+        cell.idle_in_transaction = checks::idle_in_transaction(db)?;
+        cell.connections_in_use = checks::connections_in_use(client, ops_url).await?;
+        if (cell.idle_in_transaction == 0 && cell.connections_in_use == 0.0)
+            || Instant::now() > settle
+        {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Waits two of the server's marker flush windows: coalesced markers reach
+/// the database at the next flush (one held through a failed flush goes at
+/// the one after).
+async fn wait_marker_flush(env: &[(String, String)]) {
+    let window = env_value(env, "READ_MARKER_FLUSH_MS")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(500);
+    tokio::time::sleep(Duration::from_millis(2 * window + 500)).await;
 }
 
 fn parse_deadline(s: &str) -> Result<(Duration, Duration), String> {
