@@ -42,6 +42,13 @@ pub enum TokenRejection {
     /// something for long: a live stream).
     #[error("the token's user (sub) does not exist on this server")]
     UnknownUser,
+    /// A live ticket (`?ticket=`) that is not one this server issued and
+    /// nobody has used: unknown, used already, expired, or its user gone.
+    #[error("the live ticket is unknown, used already or expired; ask for a new one (POST /v1/live/tickets)")]
+    BadTicket,
+    /// A live ticket and a bearer token of different users on one request.
+    #[error("the live ticket belongs to another user than the bearer token")]
+    TicketOfAnotherUser,
 }
 
 impl TokenRejection {

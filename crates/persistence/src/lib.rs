@@ -15,6 +15,7 @@ pub mod database;
 mod error_mapping;
 pub mod errors;
 pub mod events;
+pub mod live_tickets;
 pub mod migrations;
 mod models;
 pub mod queries;

@@ -58,6 +58,14 @@ diesel::table! {
 }
 
 diesel::table! {
+    live_tickets (ticket_hash) {
+        ticket_hash -> Bytea,
+        user_id -> Uuid,
+        expires_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
     messages (id) {
         id -> Uuid,
         chat_id -> Uuid,
@@ -104,6 +112,7 @@ diesel::table! {
 
 diesel::joinable!(chat_members -> chats (chat_id));
 diesel::joinable!(chat_members -> users (user_id));
+diesel::joinable!(live_tickets -> users (user_id));
 diesel::joinable!(messages -> chats (chat_id));
 diesel::joinable!(messages -> users (sender_id));
 
@@ -113,6 +122,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     event_receipts,
     idempotency_keys,
     inbox,
+    live_tickets,
     messages,
     outbox,
     read_marker_log,

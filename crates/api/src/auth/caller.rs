@@ -26,7 +26,8 @@ impl FromRequest for Caller {
     }
 }
 
-fn identify(req: &HttpRequest) -> Result<Caller, ApiError> {
+/// The caller of `req`, from its bearer token.
+pub(super) fn identify(req: &HttpRequest) -> Result<Caller, ApiError> {
     let state = state::of(req)?;
     let token = bearer_token(req).map_err(ApiError::Unauthorized)?;
     state

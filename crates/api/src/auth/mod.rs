@@ -7,5 +7,7 @@
 
 mod caller;
 pub mod keys;
+pub mod live_ticket;
 
 pub use caller::Caller;
+pub use live_ticket::StreamCaller;

@@ -570,6 +570,42 @@ pub struct DeclaredSettings {
     )]
     pub live_max_streams: Option<usize>,
 
+    /// How long a live ticket (`POST /v1/live/tickets`) may wait before it opens a stream; it
+    /// opens one, once
+    #[arg(
+        long,
+        global = true,
+        env = "LIVE_TICKET_TTL_SECS",
+        default_value = "30",
+        value_parser = clap::value_parser!(u64).range(1..=300),
+        help_heading = "Live delivery"
+    )]
+    pub live_ticket_ttl_secs: u64,
+
+    /// Origins whose pages may call the public API (CORS), comma-separated, each
+    /// `scheme://host[:port]` (e.g. `https://chat.example,http://localhost:5173`); empty: same
+    /// origin only. Credentials are never allowed (tokens travel in `Authorization`)
+    #[arg(
+        long,
+        global = true,
+        env = "CORS_ALLOWED_ORIGINS",
+        default_value = "",
+        value_parser = super::origins::parse,
+        help_heading = "Browsers"
+    )]
+    pub cors_allowed_origins: super::origins::AllowedOrigins,
+
+    /// Serve the web client (the repository's `web/`, built into the binary) at `/web/`
+    #[arg(
+        long,
+        global = true,
+        env = "WEB_CLIENT",
+        default_value = "false",
+        action = ArgAction::Set,
+        help_heading = "Browsers"
+    )]
+    pub web_client: bool,
+
     /// How long an `Idempotency-Key` is remembered; a retry after it writes again
     #[arg(
         long,

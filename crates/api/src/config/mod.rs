@@ -10,6 +10,7 @@
 //! declaration ([`reference`]).
 
 mod declared;
+pub mod origins;
 pub mod reference;
 mod typos;
 
@@ -126,6 +127,16 @@ pub struct AuthSettings {
     pub dev_tokens: bool,
 }
 
+/// What browsers may do: call the API from other origins, load the web
+/// client.
+#[derive(Debug, Clone, Default)]
+pub struct BrowserSettings {
+    /// Origins whose pages may call the public API (CORS).
+    pub allowed_origins: origins::AllowedOrigins,
+    /// Whether `/web/` serves the web client.
+    pub web_client: bool,
+}
+
 /// HTTP server settings.
 #[derive(Debug, Clone)]
 pub struct HttpSettings {
@@ -188,6 +199,8 @@ pub struct LiveSettings {
     pub max_streams_per_user: usize,
     /// Most streams on this instance, all users together.
     pub max_streams: usize,
+    /// How long a live ticket waits to open a stream.
+    pub ticket_ttl: Duration,
 }
 
 /// Everything the server needs.
@@ -195,6 +208,8 @@ pub struct LiveSettings {
 pub struct Settings {
     /// HTTP server.
     pub http: HttpSettings,
+    /// What browsers may do.
+    pub browser: BrowserSettings,
     /// Bearer tokens.
     pub auth: AuthSettings,
     /// Database and pool.
@@ -272,6 +287,7 @@ impl LiveSettings {
             fetch_wait: Duration::from_millis(d.live_fetch_wait_ms),
             max_streams_per_user: d.live_max_streams_per_user,
             max_streams: d.live_max_streams.unwrap_or(connections / 2).max(1),
+            ticket_ttl: Duration::from_secs(d.live_ticket_ttl_secs),
         }
     }
 }
@@ -320,6 +336,10 @@ impl Settings {
         db.workers = workers;
         let settings = Self {
             http,
+            browser: BrowserSettings {
+                allowed_origins: d.cors_allowed_origins,
+                web_client: d.web_client,
+            },
             auth: AuthSettings {
                 algorithm: d.chatlab_jwt_algorithm,
                 secret: d

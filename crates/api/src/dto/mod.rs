@@ -4,6 +4,7 @@
 
 mod chats;
 mod import_jobs;
+mod live;
 mod members;
 mod messages;
 mod read_state;
@@ -16,6 +17,7 @@ pub use import_jobs::{
     ChunkResponse, ImportMembersRequest, ImportMessagesRequest, ImportResponse,
     ImportedMessageRequest,
 };
+pub use live::LiveTicketResponse;
 pub use members::{
     AddMembersRequest, MembersAddedResponse, OwnerChangedResponse, TransferOwnershipRequest,
 };

@@ -25,6 +25,7 @@ pub mod socket;
 pub mod stream;
 #[cfg(test)]
 mod test_events;
+pub mod tickets;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,4 +54,6 @@ pub struct Live {
     pub retry_after: Duration,
     /// Where a reconnecting client's catch-up reads.
     pub source: catch_up::TopicSource,
+    /// How long a live ticket waits to open a stream.
+    pub ticket_ttl: Duration,
 }

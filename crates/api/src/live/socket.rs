@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use super::Live;
 use super::stream::{last_event_id, open, refuse_a_body, stream};
-use crate::auth::Caller;
+use crate::auth::StreamCaller;
 use crate::problem::{ApiError, Problem};
 use crate::state::AppState;
 
@@ -31,17 +31,20 @@ const CLOSE_WAIT: Duration = Duration::from_secs(2);
 /// `GET /v1/events`, after which the server closes the socket. Resume with
 /// the `Last-Event-ID` header or the `last_event_id` query parameter. The
 /// limits of `GET /v1/events` apply (the two count together): 429 with
-/// `Retry-After` beyond them, 401 for a token whose user does not exist.
+/// `Retry-After` beyond them, 401 for a token whose user does not exist. A
+/// browser, whose `WebSocket` cannot send `Authorization`, opens it with
+/// `?ticket=` (`POST /v1/live/tickets`).
 #[utoipa::path(
     tag = "live",
     params(
         ("Last-Event-ID" = Option<String>, Header, description = "The `id` of the last message received, to resume after it", max_length = 16384, pattern = "^[0-9]+:[0-9]+(,[0-9]+:[0-9]+)*(@[0-9]+)?$"),
         ("last_event_id" = Option<String>, Query, description = "The same, for clients that cannot send headers", max_length = 16384, pattern = "^[0-9]+:[0-9]+(,[0-9]+:[0-9]+)*(@[0-9]+)?$"),
+        ("ticket" = Option<String>, Query, description = "A live ticket (`POST /v1/live/tickets`) in place of the `Authorization` header, for browsers: it opens one stream, once, before it expires", min_length = 43, max_length = 43, pattern = "^[A-Za-z0-9_-]{43}$"),
     ),
     responses(
         (status = 101, description = "Switched to the WebSocket protocol"),
         (status = 400, description = "Not a WebSocket handshake, or `Last-Event-ID` is not an id this feed sent", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid bearer token, or its user does not exist", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid bearer token or live ticket (unknown, used, expired, or another user's than the token's), or its user does not exist", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "The caller holds `LIVE_MAX_STREAMS_PER_USER` streams already, or this instance `LIVE_MAX_STREAMS`; retry after `Retry-After` seconds", body = Problem, content_type = "application/problem+json",
             headers(("Retry-After" = u64, description = "Seconds to wait before opening a stream again"))),
         (status = 503, description = "Database unavailable: the caller's chats could not be read", body = Problem, content_type = "application/problem+json"),
@@ -51,7 +54,7 @@ const CLOSE_WAIT: Duration = Duration::from_secs(2);
 pub async fn socket(
     request: HttpRequest,
     body: web::Payload,
-    caller: Caller,
+    caller: StreamCaller,
     state: web::Data<AppState>,
     live: web::Data<Live>,
 ) -> Result<HttpResponse, ApiError> {
@@ -59,7 +62,7 @@ pub async fn socket(
     let resume = last_event_id(&request)?;
     let (response, mut session, messages) = actix_ws::handle(&request, body)
         .map_err(|e| ApiError::BadRequest(format!("not a WebSocket handshake: {e}")))?;
-    let feed = open(caller, resume, &state, &live).await?;
+    let feed = open(caller.0, resume, &state, &live).await?;
     let mut messages = messages.max_frame_size(MAX_CLIENT_FRAME);
     actix_web::rt::spawn(async move {
         let mut frames = std::pin::pin!(stream(feed));

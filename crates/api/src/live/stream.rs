@@ -17,7 +17,7 @@ use super::catch_up::{self, CatchUp};
 use super::cursor::Cursor;
 use super::hub::{Frame, Hub, Registration};
 use super::metrics::LiveMetrics;
-use crate::auth::Caller;
+use crate::auth::{Caller, StreamCaller};
 use crate::http::limits::carries_body;
 use crate::problem::{ApiError, Problem};
 use crate::state::AppState;
@@ -45,16 +45,20 @@ use chatlab_auth::TokenRejection;
 /// A user holds at most `LIVE_MAX_STREAMS_PER_USER` streams (this one and
 /// `GET /v1/ws` together) on an instance, and an instance at most
 /// `LIVE_MAX_STREAMS`: one more is a 429 with `Retry-After`. The token's
-/// user must exist.
+/// user must exist. A browser, whose `EventSource` cannot send `Authorization`,
+/// opens it with `?ticket=` (`POST /v1/live/tickets`) instead, and after an
+/// error opens it again with a new ticket and `last_event_id`.
 #[utoipa::path(
     tag = "live",
     params(
         ("Last-Event-ID" = Option<String>, Header, description = "The `id:` of the last event received, to resume after it", max_length = 16384, pattern = "^[0-9]+:[0-9]+(,[0-9]+:[0-9]+)*(@[0-9]+)?$"),
+        ("last_event_id" = Option<String>, Query, description = "The same, for a client that opens the stream again with a new ticket", max_length = 16384, pattern = "^[0-9]+:[0-9]+(,[0-9]+:[0-9]+)*(@[0-9]+)?$"),
+        ("ticket" = Option<String>, Query, description = "A live ticket (`POST /v1/live/tickets`) in place of the `Authorization` header, for browsers: it opens one stream, once, before it expires", min_length = 43, max_length = 43, pattern = "^[A-Za-z0-9_-]{43}$"),
     ),
     responses(
         (status = 200, description = "The event stream (text/event-stream)", body = String, content_type = "text/event-stream"),
         (status = 400, description = "`Last-Event-ID` is not an id this stream sent, or the request has a body", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid bearer token, or its user does not exist", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No valid bearer token or live ticket (unknown, used, expired, or another user's than the token's), or its user does not exist", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "The caller holds `LIVE_MAX_STREAMS_PER_USER` streams already, or this instance `LIVE_MAX_STREAMS`; retry after `Retry-After` seconds", body = Problem, content_type = "application/problem+json",
             headers(("Retry-After" = u64, description = "Seconds to wait before opening a stream again"))),
         (status = 503, description = "Database unavailable: the caller's chats could not be read", body = Problem, content_type = "application/problem+json"),
@@ -63,13 +67,13 @@ use chatlab_auth::TokenRejection;
 #[get("/events")]
 pub async fn events(
     request: HttpRequest,
-    caller: Caller,
+    caller: StreamCaller,
     state: web::Data<AppState>,
     live: web::Data<Live>,
 ) -> Result<HttpResponse, ApiError> {
     refuse_a_body(&request)?;
     let resume = last_event_id(&request)?;
-    let feed = open(caller, resume, &state, &live).await?;
+    let feed = open(caller.0, resume, &state, &live).await?;
     Ok(HttpResponse::Ok()
         .content_type("text/event-stream")
         .insert_header(("cache-control", "no-cache"))

@@ -12,8 +12,9 @@ mod members;
 mod messages;
 mod metrics;
 mod read_state;
-mod responses;
+pub(crate) mod responses;
 mod users;
+pub mod web_client;
 
 use actix_web::web;
 use utoipa_actix_web::scope;
@@ -42,6 +43,7 @@ pub fn configure(cfg: &mut ServiceConfig) {
             .service(members::add_members)
             .service(members::remove_member)
             .service(members::transfer_ownership)
+            .service(crate::live::tickets::issue_ticket)
             .service(crate::live::stream::events)
             .service(crate::live::socket::socket),
     )

@@ -121,8 +121,13 @@ impl Application {
         let state = app_state(&settings, store, auth, audit, registry);
         let live_hub = live.hub.clone();
         let (port, ops_port) = (listeners.port, listeners.ops_port);
-        let Servers { public, ops } =
-            servers::serve(listeners, &settings.http, state, live, http_metrics)?;
+        let Servers { public, ops } = servers::serve(
+            listeners,
+            (&settings.http, &settings.browser),
+            state,
+            live,
+            http_metrics,
+        )?;
         Ok(Self {
             port,
             ops_port,
@@ -242,6 +247,7 @@ fn live_streams(settings: &Settings, broker: &Broker, registry: &mut Registry) -
             topic: settings.kafka.topic.clone(),
             limit: settings.live.catch_up_records,
         },
+        ticket_ttl: settings.live.ticket_ttl,
     }
 }
 

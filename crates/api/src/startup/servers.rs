@@ -4,15 +4,18 @@
 
 use std::net::{SocketAddr, TcpListener};
 
+use actix_cors::Cors;
 use actix_web::dev::Server;
-use actix_web::middleware::from_fn;
+use actix_web::http::header;
+use actix_web::middleware::{Condition, from_fn};
 use actix_web::{App, web};
 use tracing_actix_web::TracingLogger;
 use utoipa_actix_web::AppExt;
 use utoipa_swagger_ui::SwaggerUi;
 
 use super::StartupError;
-use crate::config::HttpSettings;
+use crate::config::origins::AllowedOrigins;
+use crate::config::{BrowserSettings, HttpSettings};
 use crate::http::limits::{self, BodyTimeout, KnownPaths};
 use crate::http::listener;
 use crate::http::metrics::{self, HttpMetrics};
@@ -70,7 +73,7 @@ pub(super) struct Servers {
 /// timeout).
 pub(super) fn serve(
     listeners: Listeners,
-    http: &HttpSettings,
+    (http, browser): (&HttpSettings, &BrowserSettings),
     state: web::Data<AppState>,
     live: Live,
     http_metrics: HttpMetrics,
@@ -81,7 +84,7 @@ pub(super) fn serve(
         port,
         ops_port,
     } = listeners;
-    let public = public_server(public, http, state.clone(), live, http_metrics)?;
+    let public = public_server(public, (http, browser), state.clone(), live, http_metrics)?;
     tracing::info!(addr = %http.addr, port, "listening");
     let ops = ops_server(ops, http, state)?;
     tracing::info!(addr = %http.ops_addr, port = ops_port,
@@ -93,11 +96,14 @@ pub(super) fn serve(
 /// UI behind the same limits and metrics.
 fn public_server(
     listener: TcpListener,
-    http: &HttpSettings,
+    (http, browser): (&HttpSettings, &BrowserSettings),
     state: web::Data<AppState>,
     live: Live,
     http_metrics: HttpMetrics,
 ) -> Result<Server, StartupError> {
+    let allowed_origins = browser.allowed_origins.clone();
+    let cross_origin = !allowed_origins.0.is_empty();
+    let web_client = browser.web_client;
     let live = web::Data::new(live);
     let http_metrics = web::Data::new(http_metrics);
     let json_limit = http.json_limit_bytes;
@@ -131,6 +137,11 @@ fn public_server(
             .app_data(rejections::query_config())
             .configure(crate::routes::configure)
             .into_app()
+            .configure(|cfg| {
+                if web_client {
+                    crate::routes::web_client::configure(cfg);
+                }
+            })
             .service(
                 SwaggerUi::new("/docs/{_:.*}").external_url_unchecked("/openapi.json", doc.clone()),
             )
@@ -142,6 +153,9 @@ fn public_server(
             .wrap(from_fn(limits::bound_body))
             .wrap(from_fn(metrics::record))
             .wrap(from_fn(trace_headers::add))
+            // Inside the span: a preflight is a request like any other in
+            // the log and the traces.
+            .wrap(Condition::new(cross_origin, cors(&allowed_origins)))
             .wrap(TracingLogger::<RequestSpan>::new())
             .wrap(from_fn(limits::count_in_flight))
     })
@@ -149,6 +163,46 @@ fn public_server(
         addr: http.addr,
         source,
     })
+}
+
+/// Cross-origin access for the pages of `origins`: the methods and request
+/// headers the API takes, the response headers a client reads (where a
+/// write went, when to retry, what a write used, whether it was a replay),
+/// preflights cached for ten minutes. No credentials: tokens travel in
+/// `Authorization`, never in cookies. A request from another origin is
+/// served without these headers, so its page cannot read the answer (and
+/// a preflight from it fails); a same-origin request sends no `Origin` or
+/// is not judged by it.
+fn cors(origins: &AllowedOrigins) -> Cors {
+    let cors = Cors::default()
+        .allowed_methods(["GET", "HEAD", "POST", "PUT", "DELETE"])
+        .allowed_headers([
+            header::AUTHORIZATION,
+            header::CONTENT_TYPE,
+            header::ACCEPT,
+            header::HeaderName::from_static("idempotency-key"),
+            header::HeaderName::from_static("last-event-id"),
+            header::HeaderName::from_static(crate::http::overrides::INSERT_STRATEGY_HEADER),
+            header::HeaderName::from_static(crate::http::overrides::PUBLISH_MODE_HEADER),
+            header::HeaderName::from_static(crate::http::overrides::MESSAGE_FANOUT_HEADER),
+            header::HeaderName::from_static("traceparent"),
+            header::HeaderName::from_static("tracestate"),
+        ])
+        .expose_headers([
+            header::LOCATION,
+            header::RETRY_AFTER,
+            header::WWW_AUTHENTICATE,
+            header::HeaderName::from_static("idempotent-replayed"),
+            header::HeaderName::from_static(crate::http::overrides::INSERT_STRATEGY_HEADER),
+            header::HeaderName::from_static(crate::http::overrides::PUBLISH_MODE_HEADER),
+            header::HeaderName::from_static(crate::http::overrides::MESSAGE_FANOUT_HEADER),
+            header::HeaderName::from_static("traceparent"),
+        ])
+        .max_age(600);
+    origins
+        .0
+        .iter()
+        .fold(cors, |cors, origin| cors.allowed_origin(origin))
 }
 
 /// The operator server: one worker, its own connections, so neither a

@@ -5,6 +5,7 @@
 mod auth;
 mod background;
 mod broker_faults;
+mod browsers;
 mod chats;
 mod errors;
 mod events;
