@@ -277,22 +277,9 @@ async fn run_cell(
     while seen.try_recv().is_ok() {}
 
     let before = scrape(client, &writer_ops).await?;
-    let broker_fault = async {
-        match args.kill_broker_at {
-            Some(at) => {
-                tokio::time::sleep(at).await;
-                println!(
-                    "{}: broker killed, down for {:?}",
-                    variant.name, args.broker_down
-                );
-                broker.kill_and_restart(args.broker_down).await
-            }
-            None => Ok(()),
-        }
-    };
     let (writes, killed) = tokio::join!(
         write(client, &writer_url, &chats, &bearers, args),
-        broker_fault
+        broker_fault(args, &mut broker, &variant.name)
     );
     killed?;
     let after = scrape(client, &writer_ops).await?;
@@ -320,6 +307,21 @@ async fn run_cell(
     drop(fleet);
     drop(broker);
     Ok(row)
+}
+
+/// Kills the broker `args.kill_broker_at` into the writes, if asked, and
+/// starts it again after `args.broker_down`.
+async fn broker_fault(
+    args: &DeliveryArgs,
+    broker: &mut Broker,
+    variant: &str,
+) -> Result<(), LoadError> {
+    let Some(at) = args.kill_broker_at else {
+        return Ok(());
+    };
+    tokio::time::sleep(at).await;
+    println!("{variant}: broker killed, down for {:?}", args.broker_down);
+    broker.kill_and_restart(args.broker_down).await
 }
 
 /// The live streams of every member, each read by a task of its own.

@@ -544,7 +544,7 @@ async fn start_fleet(
     spec: &GridSpec,
     id: FleetId,
 ) -> Result<FleetUnderTest, LoadError> {
-    let FleetId { variant, pool, .. } = id;
+    let pool = id.pool;
     let (fleet, reach, targets, ops, pids, signer) = match &spec.servers {
         Servers::External(external) => (
             None,
@@ -555,24 +555,10 @@ async fn start_fleet(
             external.signer.clone(),
         ),
         Servers::Spawn(fleet_spec) => {
-            let distance = spec.distances.get(id.distance).copied().flatten();
-            // A variant's own DATABASE_URL (a pooler's, say) is where its
-            // hop leads; the hop stays between the servers and it.
-            let own_env = &spec.variants[variant].env;
-            let upstream = own_env
-                .iter()
-                .find(|(k, _)| k == "DATABASE_URL")
-                .map_or(spec.database_url.as_str(), |(_, url)| url.as_str());
-            let reach = Reach::open(upstream, distance, &spec.distance_args).await?;
-            let mut fs = fleet_spec.clone().with_database_url(&reach.url());
-            fs.env
-                .extend(own_env.iter().filter(|(k, _)| k != "DATABASE_URL").cloned());
-            if pool > 0 {
-                fs.env.push(("DB_POOL_MAX_SIZE".into(), pool.to_string()));
-            }
-            let fleet = Fleet::start(&fs, client).await?;
+            let (fleet, reach) = spawn_fleet(client, spec, fleet_spec, id).await?;
             let (urls, ops, pids) = (fleet.urls(), fleet.ops_urls(), fleet.pids());
-            (Some(fleet), Some(reach), urls, ops, pids, fs.signer.clone())
+            let signer = fleet_spec.signer.clone();
+            (Some(fleet), Some(reach), urls, ops, pids, signer)
         }
     };
     // A spawned server left at its default pool sizes it as this machine's
@@ -616,24 +602,8 @@ async fn start_fleet(
         }
     }
     if !spec.warmup.is_zero() {
-        let work = Arc::new(Workload::new(
-            first_scenario.clone(),
-            seeded.clone(),
-            max_members,
-        ));
-        let _ = runner::run(
-            client.clone(),
-            targets.clone(),
-            work,
-            variants_for(&spec.strategies, None),
-            closed(
-                spec.vus.iter().copied().max().unwrap_or(1),
-                spec.warmup,
-                spec.think_time,
-            ),
-            "warm-up",
-        )
-        .await;
+        let work = Workload::new(first_scenario.clone(), seeded.clone(), max_members);
+        warm_up(client, spec, &targets, work).await;
     }
     let background_per_s = background_round_trips(reach.as_ref()).await;
     Ok(FleetUnderTest {
@@ -649,6 +619,52 @@ async fn start_fleet(
         seeded,
         pool_in_effect,
     })
+}
+
+/// Spawns fleet `id`'s servers: the variant's env, the pool size, and a
+/// hop at the fleet's distance in front of the database. A variant's own
+/// DATABASE_URL (a pooler's, say) is where its hop leads; the hop stays
+/// between the servers and it.
+async fn spawn_fleet(
+    client: &reqwest::Client,
+    spec: &GridSpec,
+    fleet_spec: &FleetSpec,
+    id: FleetId,
+) -> Result<(Fleet, Reach), LoadError> {
+    let distance = spec.distances.get(id.distance).copied().flatten();
+    let own_env = &spec.variants[id.variant].env;
+    let upstream = own_env
+        .iter()
+        .find(|(k, _)| k == "DATABASE_URL")
+        .map_or(spec.database_url.as_str(), |(_, url)| url.as_str());
+    let reach = Reach::open(upstream, distance, &spec.distance_args).await?;
+    let mut fs = fleet_spec.clone().with_database_url(&reach.url());
+    fs.env
+        .extend(own_env.iter().filter(|(k, _)| k != "DATABASE_URL").cloned());
+    if id.pool > 0 {
+        fs.env
+            .push(("DB_POOL_MAX_SIZE".into(), id.pool.to_string()));
+    }
+    let fleet = Fleet::start(&fs, client).await?;
+    Ok((fleet, reach))
+}
+
+/// The grid's warm-up: `work` at the grid's most VUs for `spec.warmup`,
+/// its figures thrown away.
+async fn warm_up(client: &reqwest::Client, spec: &GridSpec, targets: &[String], work: Workload) {
+    let _ = runner::run(
+        client.clone(),
+        targets.to_vec(),
+        Arc::new(work),
+        variants_for(&spec.strategies, None),
+        closed(
+            spec.vus.iter().copied().max().unwrap_or(1),
+            spec.warmup,
+            spec.think_time,
+        ),
+        "warm-up",
+    )
+    .await;
 }
 
 /// Round trips per second through `reach`'s hop while nothing but the

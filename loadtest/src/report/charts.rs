@@ -363,52 +363,103 @@ pub fn standard(
     cells: &[CellResult],
     subtitle: &str,
 ) -> Result<Vec<String>, LoadError> {
-    use Dimension::*;
-    let mut written = Vec::new();
-    let mut chart = |file: &str, title: &str, x: &str, y: &str, panels: Vec<Panel>| {
+    let mut out = Drawn {
+        dir,
+        subtitle,
+        written: Vec::new(),
+    };
+    let vus: BTreeSet<usize> = cells.iter().map(|c| c.vus).collect();
+    if vus.len() > 1 {
+        vus_charts(&mut out, cells)?;
+    }
+    members_chart(&mut out, cells, &vus)?;
+    rtt_charts(&mut out, cells)?;
+    import_chart(&mut out, cells)?;
+    Ok(out.written)
+}
+
+/// Where charts go, the run's context under each title, and the files
+/// drawn so far.
+struct Drawn<'a> {
+    dir: &'a Path,
+    subtitle: &'a str,
+    written: Vec<String>,
+}
+
+impl Drawn<'_> {
+    /// Draws `panels` into `file` and counts it written.
+    fn chart(
+        &mut self,
+        file: &str,
+        title: &str,
+        x: &str,
+        y: &str,
+        panels: Vec<Panel>,
+    ) -> Result<(), LoadError> {
         draw(
-            &dir.join(file),
+            &self.dir.join(file),
             &Labels {
                 title,
-                subtitle,
+                subtitle: self.subtitle,
                 x,
                 y,
             },
             &panels,
         )?;
-        written.push(file.to_owned());
-        Ok::<_, LoadError>(())
-    };
-    let line_dims = [Strategy, Mode, Members, Pool, Server, Scenario, Rtt];
-    let vus: BTreeSet<usize> = cells.iter().map(|c| c.vus).collect();
-    if vus.len() > 1 {
-        chart(
-            "throughput_vs_vus.svg",
-            "Throughput vs virtual users",
-            "virtual users",
-            "requests per second",
-            panels(cells, &line_dims, |c| (c.vus as f64, c.throughput_rps)),
-        )?;
-        chart(
-            "p95_vs_vus.svg",
-            "p95 latency vs virtual users (red crosses: cells whose requests failed)",
-            "virtual users",
-            "p95 latency (ms)",
-            panels(cells, &line_dims, |c| (c.vus as f64, c.p95_ms)),
-        )?;
-        chart(
-            "pending_vs_vus.svg",
-            "Requests waiting for a connection (peak) vs virtual users",
-            "virtual users",
-            "pending requests, peak per server",
-            panels(cells, &line_dims, |c| (c.vus as f64, c.pending_max)),
-        )?;
+        self.written.push(file.to_owned());
+        Ok(())
     }
+}
+
+/// The dimensions a chart against VUs draws as lines or panels.
+const LINE_DIMS: [Dimension; 7] = [
+    Dimension::Strategy,
+    Dimension::Mode,
+    Dimension::Members,
+    Dimension::Pool,
+    Dimension::Server,
+    Dimension::Scenario,
+    Dimension::Rtt,
+];
+
+/// Throughput, p95 and peak pending requests against VUs.
+fn vus_charts(out: &mut Drawn<'_>, cells: &[CellResult]) -> Result<(), LoadError> {
+    out.chart(
+        "throughput_vs_vus.svg",
+        "Throughput vs virtual users",
+        "virtual users",
+        "requests per second",
+        panels(cells, &LINE_DIMS, |c| (c.vus as f64, c.throughput_rps)),
+    )?;
+    out.chart(
+        "p95_vs_vus.svg",
+        "p95 latency vs virtual users (red crosses: cells whose requests failed)",
+        "virtual users",
+        "p95 latency (ms)",
+        panels(cells, &LINE_DIMS, |c| (c.vus as f64, c.p95_ms)),
+    )?;
+    out.chart(
+        "pending_vs_vus.svg",
+        "Requests waiting for a connection (peak) vs virtual users",
+        "virtual users",
+        "pending requests, peak per server",
+        panels(cells, &LINE_DIMS, |c| (c.vus as f64, c.pending_max)),
+    )?;
+    Ok(())
+}
+
+/// Connection use time against members, at the grid's most VUs.
+fn members_chart(
+    out: &mut Drawn<'_>,
+    cells: &[CellResult],
+    vus: &BTreeSet<usize>,
+) -> Result<(), LoadError> {
+    use Dimension::*;
     let members: BTreeSet<usize> = cells.iter().map(|c| c.members).collect();
     if members.len() > 1 {
         let top_vus = vus.iter().max().copied().unwrap_or(0);
         let at_top: Vec<CellResult> = cells.iter().filter(|c| c.vus == top_vus).cloned().collect();
-        chart(
+        out.chart(
             "use_time_vs_members.svg",
             &format!("Connection use time vs members ({top_vus} VUs)"),
             "members per chat",
@@ -418,24 +469,30 @@ pub fn standard(
             }),
         )?;
     }
+    Ok(())
+}
+
+/// Throughput, connection held and p95 against the database's round trip.
+fn rtt_charts(out: &mut Drawn<'_>, cells: &[CellResult]) -> Result<(), LoadError> {
+    use Dimension::*;
     let rtts: BTreeSet<u64> = cells.iter().map(|c| c.db_rtt_ms.to_bits()).collect();
     if rtts.len() > 1 {
         let dims = [Strategy, Server, Mode, Members, Pool, Scenario];
-        chart(
+        out.chart(
             "throughput_vs_rtt.svg",
             "Throughput vs the database's round-trip time",
             "round-trip time added between the servers and PostgreSQL (ms)",
             "requests per second",
             panels(cells, &dims, |c| (c.db_rtt_ms, c.throughput_rps)),
         )?;
-        chart(
+        out.chart(
             "use_time_vs_rtt.svg",
             "Connection held per request vs the database's round-trip time",
             "round-trip time added between the servers and PostgreSQL (ms)",
             "mean connection use time (ms)",
             panels(cells, &dims, |c| (c.db_rtt_ms, c.use_time_mean_ms)),
         )?;
-        chart(
+        out.chart(
             "p95_vs_rtt.svg",
             "p95 latency vs the database's round-trip time (red crosses: cells whose requests failed)",
             "round-trip time added between the servers and PostgreSQL (ms)",
@@ -443,6 +500,12 @@ pub fn standard(
             panels(cells, &dims, |c| (c.db_rtt_ms, c.p95_ms)),
         )?;
     }
+    Ok(())
+}
+
+/// Import jobs' rows per second against their parallelism.
+fn import_chart(out: &mut Drawn<'_>, cells: &[CellResult]) -> Result<(), LoadError> {
+    use Dimension::*;
     let imports: Vec<CellResult> = cells
         .iter()
         .filter(|c| import_figures(c).is_some())
@@ -454,7 +517,7 @@ pub fn standard(
         .map(|(_, p)| p)
         .collect();
     if parallelisms.len() > 1 {
-        chart(
+        out.chart(
             "import_rows_per_s_vs_parallelism.svg",
             "Import jobs: rows written per second vs parallelism",
             "chunks in flight (parallelism)",
@@ -465,7 +528,7 @@ pub fn standard(
             }),
         )?;
     }
-    Ok(written)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -279,137 +279,169 @@ pub fn read_csv(path: &Path) -> Result<Vec<CellResult>, LoadError> {
         .map_err(|e| LoadError::Usage(format!("{}: {e}", path.display())))
 }
 
+/// The columns of `results.csv`, in order.
+const CSV_HEADER: [&str; 50] = [
+    "server",
+    "strategy",
+    "publish_mode",
+    "scenario",
+    "members",
+    "vus",
+    "servers",
+    "pool_size",
+    "concurrency_per_server",
+    "throughput_rps",
+    "p50_ms",
+    "p95_ms",
+    "p99_ms",
+    "max_ms",
+    "requests",
+    "errors",
+    "errors_by_status",
+    "dropped",
+    "used_max",
+    "used_mean",
+    "pending_max",
+    "use_time_mean_ms",
+    "use_time_p95_ms",
+    "use_time_max_ms",
+    "wait_time_p95_ms",
+    "pool_timeouts",
+    "rows_per_s",
+    "inserts_per_s",
+    "rss_max_mb",
+    "cpu_percent",
+    "pgbench_tps",
+    "pgbench_ratio",
+    "round_trips",
+    "cpu_us_per_request",
+    "pgbench_seed_tps",
+    "pgbench_seed_ratio",
+    "switches_per_request",
+    "voluntary_switches_per_request",
+    "imbalanced_wait_share",
+    "wal_bytes_per_request",
+    "rounds",
+    "throughput_lo",
+    "throughput_hi",
+    "pgbench_ratio_lo",
+    "pgbench_ratio_hi",
+    "db_rtt_ms",
+    "db_round_trip_ms",
+    "wire_round_trips",
+    "hop_cpu_us_per_request",
+    "hop_late_us",
+];
+
 /// The CSV file: a header and one row per cell.
 pub fn to_csv(cells: &[CellResult]) -> String {
-    let mut out = String::new();
-    let header = [
-        "server",
-        "strategy",
-        "publish_mode",
-        "scenario",
-        "members",
-        "vus",
-        "servers",
-        "pool_size",
-        "concurrency_per_server",
-        "throughput_rps",
-        "p50_ms",
-        "p95_ms",
-        "p99_ms",
-        "max_ms",
-        "requests",
-        "errors",
-        "errors_by_status",
-        "dropped",
-        "used_max",
-        "used_mean",
-        "pending_max",
-        "use_time_mean_ms",
-        "use_time_p95_ms",
-        "use_time_max_ms",
-        "wait_time_p95_ms",
-        "pool_timeouts",
-        "rows_per_s",
-        "inserts_per_s",
-        "rss_max_mb",
-        "cpu_percent",
-        "pgbench_tps",
-        "pgbench_ratio",
-        "round_trips",
-        "cpu_us_per_request",
-        "pgbench_seed_tps",
-        "pgbench_seed_ratio",
-        "switches_per_request",
-        "voluntary_switches_per_request",
-        "imbalanced_wait_share",
-        "wal_bytes_per_request",
-        "rounds",
-        "throughput_lo",
-        "throughput_hi",
-        "pgbench_ratio_lo",
-        "pgbench_ratio_hi",
-        "db_rtt_ms",
-        "db_round_trip_ms",
-        "wire_round_trips",
-        "hop_cpu_us_per_request",
-        "hop_late_us",
-    ];
-    out.push_str(&header.join(","));
+    let mut out = CSV_HEADER.join(",");
     out.push('\n');
     for c in cells {
-        let _ = writeln!(
-            out,
-            "{},{},{},{},{},{},{},{},{:.2},{:.1},{:.2},{:.2},{:.2},{:.2},{},{},{},{},{},{:.2},{},{:.3},{:.3},{:.3},{:.3},{},{:.1},{:.1},{:.1},{:.1},{:.1},{:.3},{:.1},{:.0},{:.1},{:.3},{:.2},{:.2},{:.4},{:.0},{},{:.1},{:.1},{:.3},{:.3},{:.3},{:.3},{:.2},{:.1},{:.1}",
-            c.server,
-            c.strategy,
-            c.publish_mode,
-            c.scenario,
-            c.members,
-            c.vus,
-            c.servers,
-            c.pool_size,
-            c.concurrency_per_server,
-            c.throughput_rps,
-            c.p50_ms,
-            c.p95_ms,
-            c.p99_ms,
-            c.max_ms,
-            c.requests,
-            c.errors,
-            c.errors_by_status,
-            c.dropped,
-            c.used_max,
-            c.used_mean,
-            c.pending_max,
-            c.use_time_mean_ms,
-            c.use_time_p95_ms,
-            c.use_time_max_ms,
-            c.wait_time_p95_ms,
-            c.pool_timeouts,
-            c.rows_per_s,
-            c.inserts_per_s,
-            c.rss_max_mb,
-            c.cpu_percent,
-            c.pgbench_tps,
-            c.pgbench_ratio,
-            c.round_trips,
-            c.cpu_us_per_request,
-            c.pgbench_seed_tps,
-            c.pgbench_seed_ratio,
-            c.switches_per_request,
-            c.voluntary_switches_per_request,
-            c.imbalanced_wait_share,
-            c.wal_bytes_per_request,
-            c.rounds_run,
-            c.throughput_lo,
-            c.throughput_hi,
-            c.pgbench_ratio_lo,
-            c.pgbench_ratio_hi,
-            c.db_rtt_ms,
-            c.db_round_trip_ms,
-            c.wire_round_trips,
-            c.hop_cpu_us_per_request,
-            c.hop_late_us
-        );
+        out.push_str(&csv_row(c));
     }
     out
 }
 
+/// One cell's line of `results.csv`, in [`CSV_HEADER`]'s order.
+fn csv_row(c: &CellResult) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{},{},{},{},{},{},{},{},{:.2},{:.1},{:.2},{:.2},{:.2},{:.2},{},{},{},{},{},{:.2},{},{:.3},{:.3},{:.3},{:.3},{},{:.1},{:.1},{:.1},{:.1},{:.1},{:.3},{:.1},{:.0},{:.1},{:.3},{:.2},{:.2},{:.4},{:.0},{},{:.1},{:.1},{:.3},{:.3},{:.3},{:.3},{:.2},{:.1},{:.1}",
+        c.server,
+        c.strategy,
+        c.publish_mode,
+        c.scenario,
+        c.members,
+        c.vus,
+        c.servers,
+        c.pool_size,
+        c.concurrency_per_server,
+        c.throughput_rps,
+        c.p50_ms,
+        c.p95_ms,
+        c.p99_ms,
+        c.max_ms,
+        c.requests,
+        c.errors,
+        c.errors_by_status,
+        c.dropped,
+        c.used_max,
+        c.used_mean,
+        c.pending_max,
+        c.use_time_mean_ms,
+        c.use_time_p95_ms,
+        c.use_time_max_ms,
+        c.wait_time_p95_ms,
+        c.pool_timeouts,
+        c.rows_per_s,
+        c.inserts_per_s,
+        c.rss_max_mb,
+        c.cpu_percent,
+        c.pgbench_tps,
+        c.pgbench_ratio,
+        c.round_trips,
+        c.cpu_us_per_request,
+        c.pgbench_seed_tps,
+        c.pgbench_seed_ratio,
+        c.switches_per_request,
+        c.voluntary_switches_per_request,
+        c.imbalanced_wait_share,
+        c.wal_bytes_per_request,
+        c.rounds_run,
+        c.throughput_lo,
+        c.throughput_hi,
+        c.pgbench_ratio_lo,
+        c.pgbench_ratio_hi,
+        c.db_rtt_ms,
+        c.db_round_trip_ms,
+        c.wire_round_trips,
+        c.hop_cpu_us_per_request,
+        c.hop_late_us
+    );
+    out
+}
+
+/// The optional column groups of the Markdown table: each shown when some
+/// cell has figures for it.
+#[derive(Debug, Clone, Copy)]
+struct Optional {
+    /// pgbench's tps and the ratios to it.
+    baseline: bool,
+    /// WAL bytes per request.
+    wal: bool,
+    /// The delay hop's figures.
+    hop: bool,
+}
+
 /// The Markdown table, with the seed 001 write-up's columns first.
 pub fn to_markdown(cells: &[CellResult]) -> String {
-    let with_baseline = cells.iter().any(|c| c.pgbench_tps > 0.0);
-    let with_wal = cells.iter().any(|c| c.wal_bytes_per_request > 0.0);
-    let with_hop = cells.iter().any(|c| c.db_rtt_ms > 0.0);
+    let with = Optional {
+        baseline: cells.iter().any(|c| c.pgbench_tps > 0.0),
+        wal: cells.iter().any(|c| c.wal_bytes_per_request > 0.0),
+        hop: cells.iter().any(|c| c.db_rtt_ms > 0.0),
+    };
+    let mut out = markdown_header(with);
+    for c in cells {
+        markdown_row(&mut out, c, with);
+        out.push('\n');
+    }
+    out
+}
+
+/// The Markdown table's header and its separator line.
+fn markdown_header(with: Optional) -> String {
     let mut out = String::from(
         "| server | pool | scenario | strategy | mode | members | VUs | req/server | active (max) | pending (max) | throughput (req/s) | p95 ms | median ms | p99 ms | use time mean / p95 ms | round trips | INSERTs/s | rows/s | errors | RSS MiB | CPU % | CPU µs/req | switches/req | imbalanced waits % |",
     );
-    if with_baseline {
+    if with.baseline {
         out.push_str(" pgbench tps | ratio | pgbench tps, seed's SQL | ratio to it |");
     }
-    if with_wal {
+    if with.wal {
         out.push_str(" WAL B/req |");
     }
-    if with_hop {
+    if with.hop {
         out.push_str(
             " DB RTT ms | DB round trip ms | wire round trips | hop CPU µs/req | hop late µs |",
         );
@@ -418,89 +450,91 @@ pub fn to_markdown(cells: &[CellResult]) -> String {
     out.push_str(
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     );
-    if with_baseline {
+    if with.baseline {
         out.push_str("---|---|---|---|");
     }
-    if with_wal {
+    if with.wal {
         out.push_str("---|");
     }
-    if with_hop {
+    if with.hop {
         out.push_str("---|---|---|---|---|");
     }
     out.push('\n');
-    for c in cells {
-        let _ = write!(
-            out,
-            "| {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} | {:.1} | {:.1} | {:.2} / {:.2} | {} | {:.0} | {:.0} | {} | {:.1} | {:.0} | {:.0} | {:.1} | {:.1} |",
-            c.server,
-            if c.pool_size > 0 {
-                c.pool_size.to_string()
-            } else {
-                "-".to_owned()
-            },
-            c.scenario,
-            c.strategy,
-            c.publish_mode,
-            c.members,
-            c.vus,
-            c.concurrency_per_server,
-            c.used_max,
-            c.pending_max,
-            c.throughput_rps,
-            c.p95_ms,
-            c.p50_ms,
-            c.p99_ms,
-            c.use_time_mean_ms,
-            c.use_time_p95_ms,
-            if c.round_trips > 0.0 {
-                format!("{:.1}", c.round_trips)
-            } else {
-                "-".to_owned()
-            },
-            c.inserts_per_s,
-            c.rows_per_s,
-            c.errors,
-            c.rss_max_mb,
-            c.cpu_percent,
-            c.cpu_us_per_request,
-            c.switches_per_request,
-            100.0 * c.imbalanced_wait_share
-        );
-        if with_baseline {
-            if c.pgbench_tps > 0.0 {
-                let _ = write!(
-                    out,
-                    " {:.0} | {:.0}% | {:.0} | {:.0}% |",
-                    c.pgbench_tps,
-                    100.0 * c.pgbench_ratio,
-                    c.pgbench_seed_tps,
-                    100.0 * c.pgbench_seed_ratio
-                );
-            } else {
-                out.push_str(" | | | |");
-            }
-        }
-        if with_wal {
-            let _ = write!(out, " {:.0} |", c.wal_bytes_per_request);
-        }
-        if with_hop {
+    out
+}
+
+/// A count of round trips to one decimal, or `-` where none was counted.
+fn one_decimal_or_dash(x: f64) -> String {
+    if x > 0.0 {
+        format!("{x:.1}")
+    } else {
+        "-".to_owned()
+    }
+}
+
+/// One cell's line of the Markdown table, without its newline.
+fn markdown_row(out: &mut String, c: &CellResult, with: Optional) {
+    let _ = write!(
+        out,
+        "| {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} | {:.1} | {:.1} | {:.2} / {:.2} | {} | {:.0} | {:.0} | {} | {:.1} | {:.0} | {:.0} | {:.1} | {:.1} |",
+        c.server,
+        if c.pool_size > 0 {
+            c.pool_size.to_string()
+        } else {
+            "-".to_owned()
+        },
+        c.scenario,
+        c.strategy,
+        c.publish_mode,
+        c.members,
+        c.vus,
+        c.concurrency_per_server,
+        c.used_max,
+        c.pending_max,
+        c.throughput_rps,
+        c.p95_ms,
+        c.p50_ms,
+        c.p99_ms,
+        c.use_time_mean_ms,
+        c.use_time_p95_ms,
+        one_decimal_or_dash(c.round_trips),
+        c.inserts_per_s,
+        c.rows_per_s,
+        c.errors,
+        c.rss_max_mb,
+        c.cpu_percent,
+        c.cpu_us_per_request,
+        c.switches_per_request,
+        100.0 * c.imbalanced_wait_share
+    );
+    if with.baseline {
+        if c.pgbench_tps > 0.0 {
             let _ = write!(
                 out,
-                " {} | {:.3} | {} | {:.0} | {:.0} |",
-                crate::servers::reach::show_ms(c.db_rtt_ms),
-                c.db_round_trip_ms,
-                if c.wire_round_trips > 0.0 {
-                    format!("{:.1}", c.wire_round_trips)
-                } else {
-                    "-".to_owned()
-                },
-                c.hop_cpu_us_per_request,
-                c.hop_late_us
+                " {:.0} | {:.0}% | {:.0} | {:.0}% |",
+                c.pgbench_tps,
+                100.0 * c.pgbench_ratio,
+                c.pgbench_seed_tps,
+                100.0 * c.pgbench_seed_ratio
             );
+        } else {
+            out.push_str(" | | | |");
         }
-        out.push('\n');
     }
-    out
+    if with.wal {
+        let _ = write!(out, " {:.0} |", c.wal_bytes_per_request);
+    }
+    if with.hop {
+        let _ = write!(
+            out,
+            " {} | {:.3} | {} | {:.0} | {:.0} |",
+            crate::servers::reach::show_ms(c.db_rtt_ms),
+            c.db_round_trip_ms,
+            one_decimal_or_dash(c.wire_round_trips),
+            c.hop_cpu_us_per_request,
+            c.hop_late_us
+        );
+    }
 }
 
 /// Per cell, the slowest requests sent with a `traceparent`: latency,

@@ -179,6 +179,40 @@ pub fn verdict(cells: &[CellResult]) -> Option<String> {
     let first = cells.first()?;
     let rounds = cells.iter().map(|c| c.rounds.len()).min().unwrap_or(0);
     let tiers = tiers(cells, Figure::Throughput);
+    let mut out = winner_line(&tiers, rounds, first.members, first.vus)?;
+    for tier in tiers.iter().filter(|t| t.len() > 1) {
+        for pair in tier.windows(2) {
+            let _ = write!(
+                out,
+                "\n{} and {} are indistinguishable in this run ({} {}).",
+                pair[0].strategy,
+                pair[1].strategy,
+                show_ratio(pair[0], pair[1], Figure::Throughput),
+                pair[1].strategy
+            );
+        }
+    }
+    out.push_str(&held_line(&tiers));
+    if cells.iter().all(|c| mean(c, Figure::Pgbench) > 0.0) {
+        let _ = write!(
+            out,
+            "\nRanking: chatlab {}; pgbench on the same SQL {} ({}).",
+            show_tiers(&tiers),
+            show_tiers(&self::tiers(cells, Figure::Pgbench)),
+            agreement_words(&agreement(cells))
+        );
+    }
+    Some(out)
+}
+
+/// The verdict's first line: the winner, or the leaders level, with the
+/// rest behind them; how the `rounds` make the intervals.
+fn winner_line(
+    tiers: &[Vec<&CellResult>],
+    rounds: usize,
+    members: usize,
+    vus: usize,
+) -> Option<String> {
     let leaders = tiers.first()?;
     let best = leaders.first()?;
     let mut out = String::new();
@@ -210,8 +244,8 @@ pub fn verdict(cells: &[CellResult]) -> Option<String> {
             "Verdict ({method}): {} won at {}{ahead_of} ({} members, {} VUs).",
             best.strategy,
             show_mean(best, Figure::Throughput, 0, "req/s"),
-            first.members,
-            first.vus
+            members,
+            vus
         );
     } else {
         let names: Vec<&str> = leaders.iter().map(|c| c.strategy.as_str()).collect();
@@ -229,22 +263,16 @@ pub fn verdict(cells: &[CellResult]) -> Option<String> {
             } else {
                 format!("; {} against the rest{ahead_of}", best.strategy)
             },
-            first.members,
-            first.vus
+            members,
+            vus
         );
     }
-    for tier in tiers.iter().filter(|t| t.len() > 1) {
-        for pair in tier.windows(2) {
-            let _ = write!(
-                out,
-                "\n{} and {} are indistinguishable in this run ({} {}).",
-                pair[0].strategy,
-                pair[1].strategy,
-                show_ratio(pair[0], pair[1], Figure::Throughput),
-                pair[1].strategy
-            );
-        }
-    }
+    Some(out)
+}
+
+/// What each strategy held of its connection per request, and its round
+/// trips, best first.
+fn held_line(tiers: &[Vec<&CellResult>]) -> String {
     let held: Vec<String> = tiers
         .iter()
         .flatten()
@@ -266,21 +294,7 @@ pub fn verdict(cells: &[CellResult]) -> Option<String> {
             format!("{} {hold}{trips}", c.strategy)
         })
         .collect();
-    let _ = write!(
-        out,
-        "\nConnection held per request, mean: {}.",
-        held.join("; ")
-    );
-    if cells.iter().all(|c| mean(c, Figure::Pgbench) > 0.0) {
-        let _ = write!(
-            out,
-            "\nRanking: chatlab {}; pgbench on the same SQL {} ({}).",
-            show_tiers(&tiers),
-            show_tiers(&self::tiers(cells, Figure::Pgbench)),
-            agreement_words(&agreement(cells))
-        );
-    }
-    Some(out)
+    format!("\nConnection held per request, mean: {}.", held.join("; "))
 }
 
 /// The agreement in words.

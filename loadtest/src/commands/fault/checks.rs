@@ -62,6 +62,52 @@ pub fn check_rows(
     tag: &str,
     members: usize,
 ) -> Result<RowChecks, LoadError> {
+    let (mut sql, acked_without_id) = acked_tables_sql(requests);
+    sql.push_str(&run_checks_sql(tag, members));
+    let out = db.psql(&sql)?;
+    let figures: Vec<u64> = out
+        .trim()
+        .split('|')
+        .map(|x| {
+            x.trim()
+                .parse()
+                .map_err(|_| LoadError::Database(format!("unexpected answer {out:?}")))
+        })
+        .collect::<Result<_, _>>()?;
+    let [
+        chats_missing,
+        chats_partial,
+        chats_committed,
+        messages_missing,
+        messages_committed,
+        chats_duplicated,
+        messages_fanned,
+        messages_inbox_partial,
+        marks_acked,
+        marks_lost,
+    ] = figures[..]
+    else {
+        return Err(LoadError::Database(format!("unexpected answer {out:?}")));
+    };
+    Ok(RowChecks {
+        chats_missing,
+        chats_partial,
+        chats_committed,
+        messages_missing,
+        messages_committed,
+        acked_without_id,
+        chats_duplicated,
+        messages_fanned,
+        messages_inbox_partial,
+        marks_acked,
+        marks_lost,
+    })
+}
+
+/// SQL that loads the acknowledged writes of `requests` into temporary
+/// tables (chats, messages, marker moves); answers it and the count of
+/// acknowledged creates and sends that came without an id.
+fn acked_tables_sql(requests: &[Request]) -> (String, u64) {
     let mut sql = String::from(
         "CREATE TEMP TABLE acked_chats (id uuid PRIMARY KEY);\n\
          CREATE TEMP TABLE acked_messages (id uuid PRIMARY KEY);\n\
@@ -101,6 +147,14 @@ pub fn check_rows(
             sql.push_str(" ON CONFLICT DO NOTHING;\n");
         }
     }
+    (sql, acked_without_id)
+}
+
+/// SQL that answers, in one row, the figures of [`RowChecks`] for the run's
+/// chats (named `tag #n`, of `members` members) against the acknowledged
+/// writes loaded by [`acked_tables_sql`].
+fn run_checks_sql(tag: &str, members: usize) -> String {
+    let mut sql = String::new();
     let tag = tag.replace('\'', "''");
     let of_run = format!("starts_with(c.name, '{tag} #')");
     // Each message of the run: its inbox rows (one pass over the inbox),
@@ -135,44 +189,7 @@ pub fn check_rows(
                  WHERE l.chat_id = a.chat_id AND l.user_id = a.user_id \
                  ORDER BY l.up_to DESC LIMIT 1)) >= a.up_to, false) = false);"
     );
-    let out = db.psql(&sql)?;
-    let figures: Vec<u64> = out
-        .trim()
-        .split('|')
-        .map(|x| {
-            x.trim()
-                .parse()
-                .map_err(|_| LoadError::Database(format!("unexpected answer {out:?}")))
-        })
-        .collect::<Result<_, _>>()?;
-    let [
-        chats_missing,
-        chats_partial,
-        chats_committed,
-        messages_missing,
-        messages_committed,
-        chats_duplicated,
-        messages_fanned,
-        messages_inbox_partial,
-        marks_acked,
-        marks_lost,
-    ] = figures[..]
-    else {
-        return Err(LoadError::Database(format!("unexpected answer {out:?}")));
-    };
-    Ok(RowChecks {
-        chats_missing,
-        chats_partial,
-        chats_committed,
-        messages_missing,
-        messages_committed,
-        acked_without_id,
-        chats_duplicated,
-        messages_fanned,
-        messages_inbox_partial,
-        marks_acked,
-        marks_lost,
-    })
+    sql
 }
 
 /// Sessions of chatlab's database left `idle in transaction`.

@@ -173,19 +173,9 @@ pub async fn run(
             continue;
         }
         in_flight.fetch_add(1, Ordering::Relaxed);
-        let draw = (rng.next_u64() % 10_000) as f64 / 10_000.0;
-        let op = if draw < spec.create_share {
-            Op::Create
-        } else if draw < spec.create_share + spec.mark_share {
-            Op::Mark
-        } else {
-            Op::Send
-        };
+        let op = draw_op(&spec, &mut rng);
         let mode = n % spec.modes.len().max(1);
-        let (lo, hi) = spec.deadline;
-        let span = hi.saturating_sub(lo).as_micros() as u64;
-        let deadline =
-            lo + Duration::from_micros(if span == 0 { 0 } else { rng.next_u64() % span });
+        let deadline = draw_deadline(&spec, &mut rng);
         let body = {
             let newest = newest.lock().unwrap_or_else(|e| e.into_inner());
             build_body(op, n, &spec, &seeded, &newest, &mut rng)
@@ -200,30 +190,13 @@ pub async fn run(
             newest.clone(),
         );
         tasks.push(tokio::spawn(async move {
-            let key = spec.keyed.then(|| Uuid::now_v7().to_string());
-            let mut retries = 0;
             let (chat, mark) = body.as_ref().map_or((None, None), |b| (b.chat, b.mark));
-            let (outcome, retry_after, id, replayed) = match body {
-                Some(Built {
-                    path, body, bearer, ..
-                }) => {
+            let ((outcome, retry_after, id, replayed), retries) = match body {
+                Some(built) => {
                     let header = spec.modes.get(mode).copied().flatten();
-                    let to = To {
-                        target: &target,
-                        path: &path,
-                        bearer: bearer.as_ref(),
-                        key: key.as_deref(),
-                    };
-                    loop {
-                        let answer = send(&client, &to, &body, header, deadline).await;
-                        if retries >= spec.retries || !worth_retrying(answer.0) {
-                            break answer;
-                        }
-                        retries += 1;
-                        tokio::time::sleep(backoff(retries)).await;
-                    }
+                    send_with_retries(&client, &target, &spec, built, header, deadline).await
                 }
-                None => (Outcome::Status(0), false, None, false),
+                None => ((Outcome::Status(0), false, None, false), 0),
             };
             if let (Op::Send, Some(chat), Some(id)) = (op, chat, id) {
                 let mut newest = newest.lock().unwrap_or_else(|e| e.into_inner());
@@ -252,6 +225,55 @@ pub async fn run(
     LoadResult {
         requests: collector.await.unwrap_or_default(),
         not_sent,
+    }
+}
+
+/// The operation of the next arrival, drawn by the spec's shares.
+fn draw_op(spec: &LoadSpec, rng: &mut Rng) -> Op {
+    let draw = (rng.next_u64() % 10_000) as f64 / 10_000.0;
+    if draw < spec.create_share {
+        Op::Create
+    } else if draw < spec.create_share + spec.mark_share {
+        Op::Mark
+    } else {
+        Op::Send
+    }
+}
+
+/// The client's deadline for the next request, drawn uniformly from the
+/// spec's range (the lower bound when the range is one value).
+fn draw_deadline(spec: &LoadSpec, rng: &mut Rng) -> Duration {
+    let (lo, hi) = spec.deadline;
+    let span = hi.saturating_sub(lo).as_micros() as u64;
+    lo + Duration::from_micros(if span == 0 { 0 } else { rng.next_u64() % span })
+}
+
+/// Sends `built`, under an Idempotency-Key of its own when the spec keys
+/// its requests, again after a backoff while the answer is worth a retry
+/// and retries are left; answers the last answer and the retries made.
+async fn send_with_retries(
+    client: &reqwest::Client,
+    target: &str,
+    spec: &LoadSpec,
+    built: Built,
+    mode: Option<PublishMode>,
+    deadline: Duration,
+) -> ((Outcome, bool, Option<Uuid>, bool), u32) {
+    let key = spec.keyed.then(|| Uuid::now_v7().to_string());
+    let to = To {
+        target,
+        path: &built.path,
+        bearer: built.bearer.as_ref(),
+        key: key.as_deref(),
+    };
+    let mut retries = 0;
+    loop {
+        let answer = send(client, &to, &built.body, mode, deadline).await;
+        if retries >= spec.retries || !worth_retrying(answer.0) {
+            return (answer, retries);
+        }
+        retries += 1;
+        tokio::time::sleep(backoff(retries)).await;
     }
 }
 

@@ -16,7 +16,7 @@ mod figures;
 mod inject;
 mod load;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -217,19 +217,11 @@ async fn run_cell(
         Some(bin) => Some(Broker::start(bin, &dir.join("broker"), args.tansu_storage).await?),
         None => None,
     };
-    let env = server_env(args, variant, reach, broker.as_ref());
-    // The issuer the servers would take from the environment (the fleet
-    // gives them it explicitly, with a secret made up for the cell).
-    let issuer = env_value(&env, "CHATLAB_JWT_ISSUER")
-        .unwrap_or(DEFAULT_ISSUER)
-        .to_owned();
-    let spec = FleetSpec {
-        binary: args.binary.clone(),
-        count: 1,
-        env,
-        log_dir: dir.clone(),
-        signer: Arc::new(Signer::generate(&issuer)?),
-    };
+    let spec = fleet_spec(
+        args,
+        &dir,
+        server_env(args, variant, reach, broker.as_ref()),
+    )?;
     let mut fleet = Fleet::start(&spec, client).await?;
     let first = fleet.first()?;
     let (url, ops_url, pid) = (first.url.clone(), first.ops_url.clone(), first.pid);
@@ -306,14 +298,7 @@ async fn run_cell(
     cell.rows =
         tokio::task::spawn_blocking(move || checks::check_rows(&db2, &requests, &tag2, members))
             .await??;
-    match checks::audit(client, &ops_url, since, Utc::now()).await {
-        Ok((events, table)) => {
-            cell.events = events;
-            let path = dir.join("audit.md");
-            std::fs::write(&path, table).map_err(|e| LoadError::file(&path, e))?;
-        }
-        Err(e) => cell.audit_error = Some(e.to_string()),
-    }
+    audit_into(&mut cell, client, &ops_url, since, &dir).await?;
     if result.not_sent > 0 {
         cell.failed
             .insert("not sent (client cap)".into(), result.not_sent);
@@ -321,6 +306,46 @@ async fn run_cell(
     drop(fleet);
     drop(broker);
     Ok(cell)
+}
+
+/// One server with `env`, its log in `dir`, its tokens signed for the
+/// issuer it would take from `env` (the fleet gives it explicitly, with a
+/// secret made up for the cell).
+fn fleet_spec(
+    args: &FaultArgs,
+    dir: &Path,
+    env: Vec<(String, String)>,
+) -> Result<FleetSpec, LoadError> {
+    let issuer = env_value(&env, "CHATLAB_JWT_ISSUER")
+        .unwrap_or(DEFAULT_ISSUER)
+        .to_owned();
+    Ok(FleetSpec {
+        binary: args.binary.clone(),
+        count: 1,
+        env,
+        log_dir: dir.to_path_buf(),
+        signer: Arc::new(Signer::generate(&issuer)?),
+    })
+}
+
+/// Reads the server's audit since `since` into `cell` and its table into
+/// `dir/audit.md`; an audit that could not be read is noted in `cell`.
+async fn audit_into(
+    cell: &mut CellFigures,
+    client: &reqwest::Client,
+    ops_url: &str,
+    since: chrono::DateTime<Utc>,
+    dir: &Path,
+) -> Result<(), LoadError> {
+    match checks::audit(client, ops_url, since, Utc::now()).await {
+        Ok((events, table)) => {
+            cell.events = events;
+            let path = dir.join("audit.md");
+            std::fs::write(&path, table).map_err(|e| LoadError::file(&path, e))?;
+        }
+        Err(e) => cell.audit_error = Some(e.to_string()),
+    }
+    Ok(())
 }
 
 /// The env of a cell's server: the command's, the variant's, the database
