@@ -137,6 +137,10 @@ if [[ -s "$secrets" ]]; then
     held=$(grep -c . "$secrets")
     # grep -F -f: the secrets never reach a command line or the terminal.
     leaks=$(grep -c -F -f "$secrets" "$log" || true)
+    # The check means something only if the live requests were logged.
+    for path in /v1/live/tickets /v1/events /v1/ws; do
+        grep -q -- "$path" "$log" || { say "FAIL the server's log has no request to $path"; status=1; }
+    done
     if [[ "$leaks" -ne 0 ]]; then
         say "FAIL $leaks line(s) of the server's log hold a token or a ticket the pages held"
         status=1

@@ -501,6 +501,10 @@
     $("mark-read").addEventListener("click", markRead);
     $("live-connect").addEventListener("click", startLive);
     $("live-disconnect").addEventListener("click", stopLive);
+    // Switching the transport while connected reconnects over the other.
+    for (const radio of document.querySelectorAll("input[name=transport]")) {
+      radio.addEventListener("change", () => { if (state.live) startLive(); });
+    }
     renderChats();
     setStatus("sign in with a name to start", "info");
     document.body.dataset.ready = "true";

@@ -56,15 +56,20 @@ function pageUrl(origin) {
   return `${origin}/index.html?api=${encodeURIComponent(API)}`;
 }
 
-async function openPage(browser, origin, who, viewport) {
+async function openPage(browser, origin, who, viewport, url) {
   const context = await browser.newContext({ viewport: viewport || { width: 1280, height: 860 } });
   const page = await context.newPage();
   page.setDefaultTimeout(STEP_MS);
-  page.on("pageerror", (err) => log(`${who}: page error: ${err.message}`));
-  page.on("console", (msg) => { if (msg.type() === "error") log(`${who}: console: ${msg.text()}`); });
-  await page.goto(pageUrl(origin), { timeout: STEP_MS });
+  const errors = [];
+  page.on("pageerror", (err) => { errors.push(err.message); log(`${who}: page error: ${err.message}`); });
+  page.on("console", (msg) => {
+    if (msg.type() !== "error") return;
+    errors.push(msg.text());
+    log(`${who}: console: ${msg.text()}`);
+  });
+  await page.goto(url || pageUrl(origin), { timeout: STEP_MS });
   await page.waitForSelector("body[data-ready=true]");
-  return { context, page, who };
+  return { context, page, who, errors };
 }
 
 async function signIn(p, name) {
@@ -272,6 +277,22 @@ async function main() {
         if (leak.length) throw new Error(`${p.who}: ${leak.join(", ")}`);
       }
       if (urlsWithToken.length) throw new Error(`${urlsWithToken.length} request URL(s) carried a token`);
+    });
+
+    await check("chatlab's own /web/ (same origin, under its CSP) signs in and goes live over both transports", async () => {
+      const o = await openPage(browser, API, "own", undefined, `${API}/web/`);
+      pages.push(o);
+      const api = await o.page.textContent("#api-base");
+      if (api !== API) throw new Error(`the page calls ${api}`);
+      await signIn(o, `own-${suffix}`);
+      await connectLive(o, "sse");
+      // Switching the transport while live reconnects over the other.
+      await o.page.check("#transport-ws");
+      await o.page.waitForFunction(() => window.chatlabClient.liveState().transport === "ws");
+      await o.page.waitForSelector("#live-state[data-state=live]");
+      const { tickets } = await held(o);
+      if (tickets.length !== 2) throw new Error(`${tickets.length} tickets for two streams`);
+      if (o.errors.length) throw new Error(`errors in the page: ${o.errors.join(" | ")}`);
     });
 
     await check("a page on the denied origin is refused and says CORS", async () => {
