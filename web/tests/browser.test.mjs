@@ -300,10 +300,10 @@ async function main() {
       pages.push(d);
       await d.page.fill("#user-name", `mallory-${suffix}`);
       await d.page.click("#sign-in");
-      await d.page.waitForSelector("#status[data-kind=error]");
+      await d.page.waitForSelector("#status[data-kind=error], #me:not([hidden])");
+      if (await d.page.isVisible("#me")) throw new Error("the denied origin's page signed in: the server answered it");
       const text = await d.page.textContent("#status");
       if (!text.includes("the server refused this origin (CORS)")) throw new Error(`the status says ${text}`);
-      if (await d.page.isVisible("#me")) throw new Error("the denied page signed in");
       const { token } = await held(d);
       if (token) throw new Error("the denied page holds a token");
       return text;
