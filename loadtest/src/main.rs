@@ -24,10 +24,10 @@
 //!   or checked.
 //!
 //! What they share lives beside them by concern: [`load`] (what the virtual
-//! users send), [`servers`] (the fleet under test), [`observe`] (watching a
-//! run), [`stats`] (what the figures say), [`report`] (the files a run
-//! leaves), [`grid`] (the matrix's engine) and [`figures`] (the docs' cited
-//! figures).
+//! users send), [`servers`] (the fleet under test and its broker),
+//! [`observe`] (watching a run), [`stats`] (what the figures say),
+//! [`report`] (the files a run leaves), [`grid`] (the matrix's engine) and
+//! [`figures`] (the docs' cited figures).
 //!
 //! Traffic goes only to the given (loopback) servers, and every loop is
 //! bounded by its duration. Load goes to the servers' public listeners, as

@@ -22,7 +22,6 @@ use serde_json::{Value, json};
 use tokio::sync::{Semaphore, mpsc};
 use uuid::Uuid;
 
-use crate::commands::fault::{Broker, BrokerStorage};
 use crate::commands::machine_note;
 use crate::error::LoadError;
 use crate::load::auth::{DEFAULT_ISSUER, Signer};
@@ -30,6 +29,7 @@ use crate::load::latency::Latencies;
 use crate::load::scenario::seed_users;
 use crate::load::schedule::parse_duration;
 use crate::observe::prom::{Exposition, HistogramSnapshot};
+use crate::servers::broker::{Broker, BrokerStorage};
 use crate::servers::fleet::{Fleet, FleetSpec};
 use crate::servers::reach::{DistanceArgs, Reach};
 use crate::servers::variant::{ServerVariant, parse_kv};

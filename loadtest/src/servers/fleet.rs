@@ -8,7 +8,7 @@
 //! the same `CHATLAB_JWT_SECRET`, which the harness made up for the run, so
 //! a token it signs for a seeded user holds on any of them.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -270,16 +270,22 @@ const KEY_FILE_VARS: [&str; 2] = [
     "CHATLAB_JWT_PRIVATE_KEY_FILE",
 ];
 
+/// A child's stdout and stderr, both appended to the log at `path`.
+pub(crate) fn append_log(path: &Path) -> Result<(std::fs::File, std::fs::File), LoadError> {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| LoadError::file(path, e))?;
+    let log_err = log.try_clone().map_err(|e| LoadError::file(path, e))?;
+    Ok((log, log_err))
+}
+
 /// Starts server `index` of `spec` on `port` (public) and `ops_port`
 /// (operator), its output appended to its log.
 fn spawn(spec: &FleetSpec, index: usize, port: u16, ops_port: u16) -> Result<Server, LoadError> {
     let log_path = spec.log_dir.join(format!("server-{index}.log"));
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log_path)
-        .map_err(|e| LoadError::file(&log_path, e))?;
-    let log_err = log.try_clone().map_err(|e| LoadError::file(&log_path, e))?;
+    let (log, log_err) = append_log(&log_path)?;
     let child = Command::new(&spec.binary)
         .arg("serve")
         .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))

@@ -1,6 +1,8 @@
 //! The servers under test: the fleet the harness starts and stops, the
-//! configurations it compares, and how far PostgreSQL is from them.
+//! configurations it compares, how far PostgreSQL is from them, and the
+//! broker they publish to.
 
+pub(crate) mod broker;
 pub(crate) mod fleet;
 pub(crate) mod reach;
 pub(crate) mod variant;

@@ -2,13 +2,14 @@
 //! stopped or its sessions terminated; a broker killed or frozen; the
 //! chatlab server killed or asked to stop.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use crate::error::LoadError;
-use crate::servers::fleet::{Fleet, send_signal};
+use crate::servers::broker::Broker;
+use crate::servers::fleet::Fleet;
 use crate::servers::reach::Reach;
 
 /// Which fault.
@@ -168,137 +169,6 @@ pub fn psql(url: &str, sql: &str) -> Result<String, LoadError> {
             String::from_utf8_lossy(&out.stderr).trim(),
         ))
     }
-}
-
-/// tansu's storage engine for a run's broker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum BrokerStorage {
-    /// SQLite in the cell's directory: survives a kill.
-    Sqlite,
-    /// In memory: forgets everything when the process ends, and loses some
-    /// acknowledged records under pipelined produce (the audit tells those
-    /// apart); handles a producer epoch bump, which SQLite does not.
-    Memory,
-}
-
-/// A tansu broker the experiment owns, so it can be killed and started
-/// again, or frozen.
-#[derive(Debug)]
-pub struct Broker {
-    binary: PathBuf,
-    dir: PathBuf,
-    storage: BrokerStorage,
-    /// `127.0.0.1:PORT`.
-    pub address: String,
-    child: Child,
-}
-
-impl Broker {
-    /// Starts tansu on a free port, its log (and SQLite storage) in `dir`.
-    pub async fn start(
-        binary: &Path,
-        dir: &Path,
-        storage: BrokerStorage,
-    ) -> Result<Self, LoadError> {
-        std::fs::create_dir_all(dir).map_err(|e| LoadError::file(dir, e))?;
-        let port = crate::servers::fleet::free_port()?;
-        let address = format!("127.0.0.1:{port}");
-        let child = spawn_tansu(binary, dir, &address, storage)?;
-        let broker = Self {
-            binary: binary.to_owned(),
-            dir: dir.to_owned(),
-            storage,
-            address,
-            child,
-        };
-        if !broker.wait_listening(Duration::from_secs(30)).await {
-            return Err(LoadError::program(
-                "tansu",
-                format!(
-                    "did not listen on {}; see {}",
-                    broker.address,
-                    dir.join("tansu.log").display()
-                ),
-            ));
-        }
-        Ok(broker)
-    }
-
-    async fn wait_listening(&self, limit: Duration) -> bool {
-        let deadline = Instant::now() + limit;
-        while Instant::now() < deadline {
-            if tokio::net::TcpStream::connect(&self.address).await.is_ok() {
-                return true;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        false
-    }
-
-    fn signal(&self, signal: &str) -> Result<(), LoadError> {
-        send_signal(self.child.id(), signal)
-    }
-
-    /// Kills the broker (SIGKILL), waits `down`, and starts it again on
-    /// the same address and storage.
-    pub(crate) async fn kill_and_restart(&mut self, down: Duration) -> Result<(), LoadError> {
-        self.child
-            .kill()
-            .map_err(|e| LoadError::program("kill tansu", e))?;
-        let _ = self.child.wait();
-        tokio::time::sleep(down).await;
-        self.child = spawn_tansu(&self.binary, &self.dir, &self.address, self.storage)?;
-        if self.wait_listening(Duration::from_secs(30)).await {
-            Ok(())
-        } else {
-            Err(LoadError::program(
-                "tansu",
-                format!("did not listen on {} again within 30 s", self.address),
-            ))
-        }
-    }
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        let _ = send_signal(self.child.id(), "CONT");
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn spawn_tansu(
-    binary: &Path,
-    dir: &Path,
-    address: &str,
-    storage: BrokerStorage,
-) -> Result<Child, LoadError> {
-    let log_path = dir.join("tansu.log");
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log_path)
-        .map_err(|e| LoadError::file(&log_path, e))?;
-    let log_err = log.try_clone().map_err(|e| LoadError::file(&log_path, e))?;
-    Command::new(binary)
-        .current_dir(dir)
-        .args([
-            "broker",
-            "--listener-url",
-            &format!("tcp://{address}"),
-            "--advertised-listener-url",
-            &format!("tcp://{address}"),
-            "--storage-engine",
-            match storage {
-                BrokerStorage::Sqlite => "sqlite://tansu.db",
-                BrokerStorage::Memory => "memory://tansu/",
-            },
-        ])
-        .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(log_err)
-        .spawn()
-        .map_err(|e| LoadError::program(binary.display().to_string(), e))
 }
 
 /// What a fault acts on.

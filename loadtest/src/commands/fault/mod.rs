@@ -26,6 +26,7 @@ use clap::Args;
 use crate::load::auth::{DEFAULT_ISSUER, Signer};
 use crate::load::scenario::{Scenario, SeedAt, SeedSpec, seed};
 use crate::load::schedule::parse_duration;
+use crate::servers::broker::{Broker, BrokerStorage};
 use crate::servers::fleet::{Fleet, FleetSpec};
 use crate::servers::reach::{DistanceArgs, Reach};
 use crate::servers::variant::{ServerVariant, parse_kv};
@@ -33,7 +34,6 @@ use chatlab_delay::Distance;
 use checks::Watcher;
 use figures::CellFigures;
 pub use inject::Fault;
-pub use inject::{Broker, BrokerStorage};
 use inject::{Database, Targets};
 use load::LoadSpec;
 
@@ -225,21 +225,12 @@ async fn run_cell(
     let mut fleet = Fleet::start(&spec, client).await?;
     let first = fleet.first()?;
     let (url, ops_url, pid) = (first.url.clone(), first.ops_url.clone(), first.pid);
-    let seeded = seed(
-        client,
-        SeedAt {
-            public: &url,
-            ops: &ops_url,
-            signer: &spec.signer,
-        },
-        SeedSpec {
-            members: args.members,
-            users: (args.members * 4).max(200),
-            chats: 20,
-        },
-        &Scenario::SendMessage,
-    )
-    .await?;
+    let at = SeedAt {
+        public: &url,
+        ops: &ops_url,
+        signer: &spec.signer,
+    };
+    let seeded = seed(client, at, cell_seed(args), &Scenario::SendMessage).await?;
     let load_spec = Arc::new(load_spec(args, fault, variant, deadline));
     let tag = load_spec.chat_name.clone();
     let since = Utc::now() - chrono::Duration::seconds(1);
@@ -346,6 +337,16 @@ async fn audit_into(
         Err(e) => cell.audit_error = Some(e.to_string()),
     }
     Ok(())
+}
+
+/// What a cell seeds: four users a chat member (at least 200), and twenty
+/// chats of `args.members` for the sends and marks.
+fn cell_seed(args: &FaultArgs) -> SeedSpec {
+    SeedSpec {
+        members: args.members,
+        users: (args.members * 4).max(200),
+        chats: 20,
+    }
 }
 
 /// The env of a cell's server: the command's, the variant's, the database
