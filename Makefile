@@ -198,7 +198,7 @@ RUNS ?= 50
         loadtest-crosscheck loadtest-pool loadtest-poolsize loadtest-driver loadtest-concurrency \
         loadtest-tracing loadtest-layout loadtest-syncs loadtest-fanout loadtest-fanout-copy loadtest-read-side loadtest-read-mixed loadtest-markers loadtest-crossover loadtest-distance loadtest-distance-drivers loadtest-distance-pool loadtest-kafka-distance loadtest-pgbouncer pgbouncer-matrix profile loadtest-delivery loadtest-delivery-body loadtest-delivery-broker-kill loadtest-smoke load-build load-db broker-check events-stress \
         fault-db fault-broker fault-server fault-cancel fault-retry fault-collector fault-slow-clients soak faults
-.PHONY: help run build release profiling-build test fuzz fmt fmt-check lint layering docs settings-docs schema-check deps-check \
+.PHONY: help run build release profiling-build test browser-test fuzz fmt fmt-check lint layering docs settings-docs schema-check deps-check \
         openapi docker-check k6-check db db-stop broker broker-stop ci clean-testdbs up down loadtest-docker dashboard-check
 
 # UNTIL_WITHIN=5% keeps adding rounds to the demo (or any matrix target that
@@ -574,7 +574,7 @@ db-stop: ## @dev Stop a private PostgreSQL cluster started by `make db` or `make
 
 # The dashboard check runs even when a cargo test failed (it uses the debug
 # binary the tests built); either failing fails the target.
-test: ## @dev Run every test against real PostgreSQL and a real Kafka-protocol broker (both started if needed), fuzz the API against its spec (schemathesis), then the dashboard's queries against a real Prometheus
+test: ## @dev Run every test against real PostgreSQL and a real Kafka-protocol broker (both started if needed), fuzz the API against its spec (schemathesis), drive the web client in Chromium, then the dashboard's queries against a real Prometheus
 	@$(LIBPQ)
 	@scripts/ensure-debian.sh prometheus --command prometheus --stop-service
 	@DATABASE_URL=$(DATABASE_ADMIN_URL) scripts/ensure-postgres.sh
@@ -583,8 +583,13 @@ test: ## @dev Run every test against real PostgreSQL and a real Kafka-protocol b
 	DATABASE_URL=$(DATABASE_ADMIN_URL) KAFKA_TEST_BROKERS=$(KAFKA_TEST_BROKERS) \
 	    TANSU_BIN=$$(scripts/ensure-tansu.sh --print-bin) scripts/run-tests.sh; status=$$?; \
 	DATABASE_URL=$(DATABASE_ADMIN_URL) scripts/fuzz-api.sh || status=1; \
+	DATABASE_URL=$(DATABASE_ADMIN_URL) BROWSER_TEST_SCREENSHOT=.run/web-client.png scripts/browser-test.sh || status=1; \
 	DATABASE_ADMIN_URL=$(DATABASE_ADMIN_URL) python3 scripts/dashboard-check.py || status=1; \
 	exit $$status
+
+browser-test: ## @dev The web client (web/) in Debian's Chromium against the debug server: two users, SSE and WebSocket, unread counts, a refused origin, no secret in the log (installs chromium and playwright-core once; writes docs/web-client.png)
+	@DATABASE_URL=$(DATABASE_ADMIN_URL) scripts/ensure-postgres.sh
+	DATABASE_URL=$(DATABASE_ADMIN_URL) scripts/browser-test.sh
 
 fuzz: ## @dev schemathesis against the committed spec, every operation and check, seed 1 then a random one (FUZZ_SEED=, FUZZ_MAX_EXAMPLES=)
 	@DATABASE_URL=$(DATABASE_ADMIN_URL) scripts/ensure-postgres.sh
