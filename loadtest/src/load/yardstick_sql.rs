@@ -1,7 +1,9 @@
-//! The pgbench baseline: the SQL each strategy sends for one createChat,
-//! run by pgbench at the same concurrency against the same database. The
+//! The yardstick's SQL: what each strategy sends for one createChat, run
+//! by pgbench at the same concurrency against the same database. The
 //! ratio of chatlab's throughput to it is the distance to the physical
-//! limit of this machine and this PostgreSQL.
+//! limit of this machine and this PostgreSQL. Every script is derived from
+//! the strategy's `WritePlan` (how its statements are sent, how its rows
+//! travel), the same plan the server follows, so the two cannot drift.
 //!
 //! Each script is one createChat transaction: the chat row (`RETURNING id`
 //! into a pgbench variable), the member rows as the strategy sends them,
