@@ -175,7 +175,17 @@ FAULT_ENV := --env DB_POOL_ACQUIRE_TIMEOUT_MS=2000 --env DB_STATEMENT_TIMEOUT_MS
     --env KAFKA_SEND_TIMEOUT_MS=3000 --env HTTP_SHUTDOWN_TIMEOUT_SECS=10
 # A fifth of fault-db's requests move read markers (READ_MARKER_MODE=direct
 # unless a variant names log or coalesced, both with inbox rows to flag).
-FAULT_DB_VARIANTS := async-pool:DB_DRIVER=async,async-shared:DB_DRIVER=async+DB_POOL_LAYOUT=shared,async-nopool:DB_DRIVER=async+DB_POOL=off,blocking-pool:DB_DRIVER=blocking,blocking-nopool:DB_DRIVER=blocking+DB_POOL=off,async-inbox:DB_DRIVER=async+MESSAGE_FANOUT=inbox,blocking-inbox-copy:DB_DRIVER=blocking+MESSAGE_FANOUT=inbox+CHAT_INSERT_STRATEGY=copy,markers-log:DB_DRIVER=async+MESSAGE_FANOUT=inbox+READ_MARKER_MODE=log,markers-coalesced:DB_DRIVER=async+MESSAGE_FANOUT=inbox+READ_MARKER_MODE=coalesced
+FAULT_DB_ALL := async-pool:DB_DRIVER=async,async-shared:DB_DRIVER=async+DB_POOL_LAYOUT=shared,async-nopool:DB_DRIVER=async+DB_POOL=off,blocking-pool:DB_DRIVER=blocking,blocking-nopool:DB_DRIVER=blocking+DB_POOL=off,async-inbox:DB_DRIVER=async+MESSAGE_FANOUT=inbox,blocking-inbox-copy:DB_DRIVER=blocking+MESSAGE_FANOUT=inbox+CHAT_INSERT_STRATEGY=copy,markers-log:DB_DRIVER=async+MESSAGE_FANOUT=inbox+READ_MARKER_MODE=log,markers-coalesced:DB_DRIVER=async+MESSAGE_FANOUT=inbox+READ_MARKER_MODE=coalesced
+# CI's short form keeps one variant per code path a fault can break: the
+# async pool, the blocking driver, a connection per request, inbox rows and
+# the coalesced markers (which hold acknowledged moves in memory). The
+# shared layout, the blocking driver without a pool, COPY into inboxes and
+# the marker log run in the full `make fault-db`.
+ifeq ($(QUICK),1)
+  FAULT_DB_VARIANTS ?= async-pool:DB_DRIVER=async,blocking-pool:DB_DRIVER=blocking,async-nopool:DB_DRIVER=async+DB_POOL=off,async-inbox:DB_DRIVER=async+MESSAGE_FANOUT=inbox,markers-coalesced:DB_DRIVER=async+MESSAGE_FANOUT=inbox+READ_MARKER_MODE=coalesced
+else
+  FAULT_DB_VARIANTS ?= $(FAULT_DB_ALL)
+endif
 FAULT_DB_MARK_SHARE ?= 0.2
 # The server faults, with messages fanned out to inbox rows and without.
 FAULT_SERVER_VARIANTS := async-pool:DB_DRIVER=async,async-inbox:DB_DRIVER=async+MESSAGE_FANOUT=inbox
