@@ -44,7 +44,9 @@ pub enum TokenRejection {
     UnknownUser,
     /// A live ticket (`?ticket=`) that is not one this server issued and
     /// nobody has used: unknown, used already, expired, or its user gone.
-    #[error("the live ticket is unknown, used already or expired; ask for a new one (POST /v1/live/tickets)")]
+    #[error(
+        "the live ticket is unknown, used already or expired; ask for a new one (POST /v1/live/tickets)"
+    )]
     BadTicket,
     /// A live ticket and a bearer token of different users on one request.
     #[error("the live ticket belongs to another user than the bearer token")]
