@@ -12,9 +12,13 @@
 # web/tests/browser.test.mjs: two users on two browser contexts of the
 # allowed origin, one live over SSE and one over WebSocket (tickets), a
 # chat by a non-default insert strategy named back, messages live both
-# ways, unread 1 then 0, a page of the other origin refused (CORS). After
-# it, the server stops and its log must hold none of the tokens and
-# tickets the pages held. Also checks chatlab serves web/ at /web/.
+# ways, unread 1 then 0, a page of the other origin refused (CORS); then
+# every operation of /openapi.json (but the two streams) called by a page
+# of the allowed origin with its own fetch, each answer's status, problem
+# and exposed headers readable, and a preflighted request from the denied
+# origin throwing. After it, the server stops and its log must hold none
+# of the tokens and tickets the pages held (the sweep's too). Also checks
+# chatlab serves web/ at /web/.
 #
 # Writes the screenshot (desktop and phone width) to
 # BROWSER_TEST_SCREENSHOT (default docs/web-client.png; empty: none).

@@ -14,7 +14,11 @@
 // creates a chat with B (SSE) by a non-default insert strategy and sees it
 // named; each sees the other's message live within LIVE_BOUND_MS; B's
 // unread count goes 1 → 0 by marking read; a page of the denied origin is
-// refused and says CORS. Every wait is bounded. Exits non-zero on a failure.
+// refused and says CORS. Then, last, on users and a chat of its own: a page
+// of the allowed origin reads /openapi.json and calls every operation in it
+// (but the two streams, opened above) with its own fetch, reading each
+// status, problem and exposed header; and a preflighted request from the
+// denied origin throws. Every wait is bounded. Exits non-zero on a failure.
 import { chromium } from "playwright-core";
 import { writeFileSync } from "node:fs";
 
@@ -342,6 +346,192 @@ async function main() {
         writeFileSync(SECRETS_OUT, [h.token, ...h.tickets].filter(Boolean).join("\n") + "\n", { flag: "a" });
       });
     }
+
+    // --- every public endpoint, from a page of the allowed origin ---------
+    // Last, on users and a chat of its own (C, a new page, and D, a user it
+    // creates), so nothing above is disturbed. The page reads /openapi.json
+    // and calls every operation in it with its own fetch, as a client would,
+    // so Chromium enforces CORS for real: a refusal throws a TypeError.
+    // GET /v1/events and GET /v1/ws are left out: they are streams, opened
+    // above through tickets (EventSource and WebSocket) by A, B and /web/.
+    const STREAMS = new Set(["GET /v1/events", "GET /v1/ws"]);
+    let corsToken = "";
+    await check("a page on the allowed origin can use every public endpoint in /openapi.json", async () => {
+      const c = await openPage(browser, ALLOWED, "cors");
+      pages.push(c);
+      const cId = await signIn(c, `cora-${suffix}`);
+      corsToken = (await held(c)).token;
+      if (!corsToken) throw new Error("the page holds no token");
+      const extraSecrets = [corsToken];
+
+      // One fetch from the page; never throws out of the page: what it
+      // could read, or what it threw. Bounded by STEP_MS.
+      const pageFetch = (url, init) => c.page.evaluate(async ({ url, init, ms }) => {
+        try {
+          const res = await fetch(url, { ...init, signal: AbortSignal.timeout(ms) });
+          const text = await res.text();
+          const headers = {};
+          res.headers.forEach((value, name) => { headers[name] = value; });
+          return { status: res.status, type: res.type, headers, text };
+        } catch (err) {
+          return { threw: `${err.name}: ${err.message}` };
+        }
+      }, { url, init, ms: STEP_MS });
+      const json = (r, what) => {
+        if (r.threw) throw new Error(`${what} threw in the page: ${r.threw}`);
+        try { return JSON.parse(r.text); } catch { throw new Error(`${what} → ${r.status}: not JSON: ${r.text.slice(0, 200)}`); }
+      };
+      const auth = { Authorization: `Bearer ${corsToken}` };
+      const post = async (path, body) => {
+        const r = await pageFetch(`${API}${path}`, {
+          method: "POST", headers: { ...auth, "Content-Type": "application/json" }, body: JSON.stringify(body),
+        });
+        const v = json(r, `POST ${path}`);
+        if (r.status !== 201) throw new Error(`POST ${path} → ${r.status}: ${r.text.slice(0, 300)}`);
+        return v;
+      };
+
+      const docRead = await pageFetch(`${API}/openapi.json`, { method: "GET" });
+      const doc = json(docRead, "GET /openapi.json");
+      if (docRead.status !== 200 || !doc.paths) throw new Error(`GET /openapi.json → ${docRead.status}`);
+
+      // The ids the calls use: C's chat with D, and a message in it.
+      const dUser = await post("/v1/users", { name: `dora-${suffix}` });
+      extraSecrets.push(dUser.token);
+      const chat = await post("/v1/chats", { name: `cors ${suffix}`, member_ids: [dUser.id] });
+      const message = await post(`/v1/chats/${chat.id}/messages`, { body: `hello from cora ${suffix}` });
+      if (![dUser.id, chat.id, message.id].every((id) => /^[0-9a-f-]{36}$/.test(id || ""))) {
+        throw new Error(`the fixtures' ids: ${JSON.stringify([dUser.id, chat.id, message.id])}`);
+      }
+
+      const refOf = (schema) => {
+        let s = schema || {};
+        for (let i = 0; s.$ref && i < 10; i++) s = s.$ref.split("/").slice(1).reduce((o, k) => o[k], doc);
+        return s;
+      };
+      // A small body from the schema: required fields only, ids from what
+      // the test has (a random uuid where nothing fits).
+      const idFor = { user_id: dUser.id, user_ids: dUser.id, member_ids: dUser.id, sender_id: cId, up_to: message.id };
+      const sample = (schema, name) => {
+        const s = refOf(schema);
+        const type = Array.isArray(s.type) ? s.type.find((t) => t !== "null") : s.type;
+        if (s.enum) return s.enum[0];
+        if (type === "object" || s.properties) {
+          const o = {};
+          for (const k of s.required || []) o[k] = sample(s.properties[k], k);
+          return o;
+        }
+        if (type === "array") return [sample(s.items, name)];
+        if (type === "integer" || type === "number") return s.example ?? s.minimum ?? 1;
+        if (type === "boolean") return false;
+        if (s.format === "uuid") return idFor[name] || crypto.randomUUID();
+        return s.example ?? `x ${suffix}`;
+      };
+      const pathValue = (path, name) => {
+        if (name === "id") return path.startsWith("/v1/users/") ? dUser.id : chat.id;
+        if (name === "user_id") return dUser.id;
+        return crypto.randomUUID();
+      };
+      // Header parameters a client sets on writes, with a value they take.
+      const headerValue = {
+        "idempotency-key": () => `cors-${crypto.randomUUID()}`,
+        "x-chatlab-insert-strategy": () => STRATEGY,
+      };
+      // Response headers a client reads; the server must expose each it sends.
+      const exposed = (name) => ["location", "retry-after", "www-authenticate", "idempotent-replayed"].includes(name)
+        || name.startsWith("x-chatlab-");
+
+      const ops = [];
+      for (const [path, item] of Object.entries(doc.paths)) {
+        for (const [method, op] of Object.entries(item)) {
+          if (!["get", "put", "post", "delete", "patch", "head", "options"].includes(method)) continue;
+          ops.push({ method: method.toUpperCase(), path, op, params: [...(item.parameters || []), ...(op.parameters || [])] });
+        }
+      }
+      const expected = ops.filter((o) => !STREAMS.has(`${o.method} ${o.path}`));
+      if (ops.length - expected.length !== STREAMS.size) throw new Error(`the document no longer lists ${[...STREAMS].join(" and ")}`);
+
+      const problems = [];
+      const seen = [];
+      let covered = 0;
+      let strategyRead = 0;
+      let headersRead = 0;
+      for (const { method, path, op, params } of expected) {
+        const what = `${method} ${path}`;
+        const url = API + path.replace(/\{([^}]+)\}/g, (_, name) => pathValue(path, name));
+        const headers = { ...auth };
+        for (const p of params) {
+          const make = p.in === "header" && headerValue[p.name.toLowerCase()];
+          if (make) headers[p.name] = make();
+        }
+        let body;
+        if (op.requestBody) {
+          headers["Content-Type"] = "application/json";
+          body = JSON.stringify(sample(op.requestBody.content?.["application/json"]?.schema || {}, ""));
+        }
+        // What the network carried, before CORS hides anything from the page.
+        const wire = c.page.waitForResponse((r) => r.url() === url && r.request().method() === method, { timeout: STEP_MS })
+          .then((r) => r.allHeaders()).catch(() => null);
+        const r = await pageFetch(url, { method, headers, body });
+        const fail = (why) => problems.push(`${what} → ${r.status ?? "threw"}: ${why}`);
+        if (r.threw) { fail(`the fetch threw: ${r.threw} (request headers: ${Object.keys(headers).join(", ")})`); continue; }
+        const sent = await wire;
+        if (!Number.isInteger(r.status) || r.status < 100 || r.type !== "cors") { fail(`status ${r.status}, type ${r.type}`); continue; }
+        if (r.status >= 500 && !(what === "GET /readyz" && r.status === 503)) fail(`a server error: ${r.text.slice(0, 200)}`);
+        if (r.status >= 400) {
+          const ct = r.headers["content-type"] || "";
+          if (!ct.startsWith("application/problem+json")) fail(`an error answer of type ${ct || "(unreadable)"}`);
+          let p = null;
+          try { p = JSON.parse(r.text); } catch { /* below */ }
+          if (!p || typeof p !== "object" || (p.status !== undefined && p.status !== r.status)) fail(`an unreadable problem: ${r.text.slice(0, 200)}`);
+        } else if ((r.headers["content-type"] || "").includes("json")) {
+          try { JSON.parse(r.text); } catch { fail(`an unreadable JSON answer: ${r.text.slice(0, 200)}`); }
+        }
+        if (!sent) fail("the network's view of the answer did not come");
+        for (const [name, value] of Object.entries(sent || {})) {
+          if (!exposed(name)) continue;
+          if (r.headers[name] !== value) fail(`the page cannot read ${name} (sent ${value}, read ${r.headers[name] ?? "nothing"})`);
+        }
+        if (r.status === 201 && sent && "location" in sent && !r.headers.location) fail("a 201 whose Location the page cannot read");
+        if (headers["X-Chatlab-Insert-Strategy"] || headers["x-chatlab-insert-strategy"]) {
+          if (r.status < 300 && !r.headers["x-chatlab-insert-strategy"]) fail("a write that names no strategy the page can read");
+          if (r.headers["x-chatlab-insert-strategy"]) strategyRead++;
+        }
+        for (const [name, value] of Object.entries(sent || {})) if (exposed(name)) headersRead++;
+        if (r.status < 300) { // tokens (POST /v1/users, /v1/tokens) and tickets, for the log check
+          try {
+            const v = JSON.parse(r.text);
+            for (const k of ["token", "ticket"]) if (typeof v?.[k] === "string") extraSecrets.push(v[k]);
+          } catch { /* not JSON: nothing held */ }
+        }
+        covered++;
+        seen.push(`${method} ${path} ${r.status}`);
+      }
+      writeFileSync(SECRETS_OUT, extraSecrets.filter(Boolean).join("\n") + "\n", { flag: "a" });
+      for (const s of seen) log(`       ${s}`);
+      if (problems.length) throw new Error(`${problems.length} problem(s): ${problems.join(" | ")}`);
+      if (covered < expected.length) throw new Error(`${covered} of ${expected.length} operations covered`);
+      if (!strategyRead) throw new Error("no answer named its insert strategy to the page");
+      const errors = seen.filter((l) => / [45]\d\d$/.test(l)).length;
+      return `${covered} of ${ops.length} operations, the two streams opened above; ${headersRead} exposed headers read, `
+        + `${strategyRead} of them insert strategies; ${errors} problem answers read`;
+    });
+
+    await check("a preflighted request from the denied origin throws (GET /v1/me/chats with Authorization)", async () => {
+      const d = await openPage(browser, DENIED, "denied-fetch");
+      pages.push(d);
+      const r = await d.page.evaluate(async ({ api, token, ms }) => {
+        try {
+          const res = await fetch(`${api}/v1/me/chats`, { headers: { Authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(ms) });
+          return { status: res.status };
+        } catch (err) {
+          return { threw: err.name, message: err.message };
+        }
+      }, { api: API, token: corsToken || "none", ms: STEP_MS });
+      if (!r.threw) throw new Error(`the page read an answer: ${r.status}`);
+      if (r.threw !== "TypeError") throw new Error(`it threw ${r.threw}, not a CORS TypeError: ${r.message}`);
+      return `${r.threw}: ${r.message}`;
+    });
   } finally {
     for (const p of pages) await p.context.close().catch(() => {});
     await browser.close().catch(() => {});
