@@ -38,32 +38,122 @@ async fn flags(conn: &mut AsyncPgConnection, user: UserId) -> Vec<bool> {
         .unwrap()
 }
 
-/// Four users; a chat of the first three, created by the first, with
-/// three messages from its creator written with inbox rows.
-async fn chat_of_three(store: &PgStore) -> (Vec<UserId>, ChatId, Vec<MessageId>) {
-    let users = seed_users(store, 4).await;
-    let chat = store
-        .create_chat(
-            command("room", users[0], &[users[1], users[2]]),
-            InsertStrategy::Batch,
-            PublishMode::Off,
-        )
-        .await
-        .unwrap();
-    let mut sent: Vec<MessageId> = Vec::new();
-    for i in 0..3 {
-        let route = SendRoute {
-            mode: PublishMode::Off,
-            fanout: MessageFanout::Inbox,
-            strategy: InsertStrategy::Batch,
-        };
-        let fresh = store
-            .send_message_routed(message(chat.id, users[0], &format!("m{i}")), route, None)
+/// A store in one read-marker mode, its writer (the flusher in
+/// `coalesced`, the compactor in `log`), and a chat of three members
+/// (`first` and `second` beside its creator) with three messages from its
+/// creator written with inbox rows; `outsider` is a user not in it.
+struct Scene {
+    store: PgStore,
+    writer: MarkerWriter,
+    chat: ChatId,
+    sent: Vec<MessageId>,
+    first: UserId,
+    second: UserId,
+    outsider: UserId,
+}
+
+impl Scene {
+    async fn new(store: &PgStore, url: &str, mode: ReadMarkerMode) -> Self {
+        let store = store.clone().with_read_markers(mode);
+        let writer = MarkerWriter::new(
+            url.to_owned().into(),
+            &SessionSettings::default(),
+            store.read_markers().clone(),
+        );
+        let users = seed_users(&store, 4).await;
+        let chat = store
+            .create_chat(
+                command("room", users[0], &[users[1], users[2]]),
+                InsertStrategy::Batch,
+                PublishMode::Off,
+            )
+            .await
+            .unwrap()
+            .id;
+        let mut sent: Vec<MessageId> = Vec::new();
+        for i in 0..3 {
+            let route = SendRoute {
+                mode: PublishMode::Off,
+                fanout: MessageFanout::Inbox,
+                strategy: InsertStrategy::Batch,
+            };
+            let fresh = store
+                .send_message_routed(message(chat, users[0], &format!("m{i}")), route, None)
+                .await
+                .unwrap();
+            sent.push(fresh.fresh().unwrap().id);
+        }
+        Self {
+            store,
+            writer,
+            chat,
+            sent,
+            first: users[1],
+            second: users[2],
+            outsider: users[3],
+        }
+    }
+
+    fn mark(&self, reader: UserId, up_to: MessageId) -> MarkRead {
+        MarkRead {
+            chat_id: self.chat,
+            reader,
+            up_to,
+        }
+    }
+
+    /// The moves both modes answer alike: the first member to message 0,
+    /// 2, then back to 1 (answered as 2: forward only), the second to 1;
+    /// then two moves that are refused and leave nothing behind.
+    async fn move_markers(&self) {
+        for (up_to, expected) in [(0, (0, 2)), (2, (2, 0)), (1, (2, 0))] {
+            let state = self
+                .store
+                .mark_read(
+                    self.mark(self.first, self.sent[up_to]),
+                    MessageFanout::Inbox,
+                )
+                .await
+                .unwrap();
+            assert_eq!(
+                (state.read_up_to, state.unread_count),
+                (Some(self.sent[expected.0]), expected.1),
+                "first reader to message {up_to}"
+            );
+        }
+        let state = self
+            .store
+            .mark_read(self.mark(self.second, self.sent[1]), MessageFanout::Inbox)
             .await
             .unwrap();
-        sent.push(fresh.fresh().unwrap().id);
+        assert_eq!(
+            (state.read_up_to, state.unread_count),
+            (Some(self.sent[1]), 1)
+        );
+        refused_moves(
+            &self.store,
+            self.mark(self.outsider, self.sent[2]),
+            self.mark(self.first, MessageId::generate()),
+        )
+        .await;
     }
-    (users, chat.id, sent)
+
+    /// One write of the moves above: `written` members, whose markers and
+    /// read flags the database then holds; a second write finds nothing.
+    async fn write_once(&mut self, conn: &mut AsyncPgConnection, written: usize) {
+        assert_eq!(self.writer.flush().await.unwrap(), written);
+        assert_eq!(
+            marker(conn, self.chat, self.first).await,
+            Some(self.sent[2].as_uuid())
+        );
+        assert_eq!(
+            marker(conn, self.chat, self.second).await,
+            Some(self.sent[1].as_uuid())
+        );
+        assert_eq!(flags(conn, self.first).await, [true, true, true]);
+        assert_eq!(flags(conn, self.second).await, [true, true, false]);
+        assert_eq!(self.writer.flush().await.unwrap(), 0, "nothing left");
+    }
 }
 
 /// `stranger` (a non-member's move) is refused as an unknown chat, and
@@ -97,67 +187,27 @@ async fn refused_moves(store: &PgStore, stranger: MarkRead, foreign: MarkRead) {
 #[tokio::test]
 async fn coalesced_moves_are_answered_at_once_and_written_by_one_flush() {
     let f = fixture().await;
-    let store = f.store.clone().with_read_markers(ReadMarkerMode::Coalesced);
-    let mut flusher = MarkerWriter::new(
-        f.db.url().to_owned().into(),
-        &SessionSettings::default(),
-        store.read_markers().clone(),
-    );
-    let (users, chat, sent) = chat_of_three(&store).await;
-    let (first, second, outsider) = (users[1], users[2], users[3]);
-    let mark = |reader: UserId, up_to: MessageId| MarkRead {
-        chat_id: chat,
-        reader,
-        up_to,
-    };
-    let inbox_fanout = MessageFanout::Inbox;
-    // Answered with the held marker and the count it implies, forward only.
-    for (up_to, expected) in [(0, (0, 2)), (2, (2, 0)), (1, (2, 0))] {
-        let state = store
-            .mark_read(mark(first, sent[up_to]), inbox_fanout)
-            .await
-            .unwrap();
-        assert_eq!(
-            (state.read_up_to, state.unread_count),
-            (Some(sent[expected.0]), expected.1),
-            "first reader to message {up_to}"
-        );
-    }
-    let state = store
-        .mark_read(mark(second, sent[1]), inbox_fanout)
-        .await
-        .unwrap();
-    assert_eq!((state.read_up_to, state.unread_count), (Some(sent[1]), 1));
-    // Refused moves hold nothing.
-    refused_moves(
-        &store,
-        mark(outsider, sent[2]),
-        mark(first, MessageId::generate()),
-    )
-    .await;
+    let mut scene = Scene::new(&f.store, f.db.url(), ReadMarkerMode::Coalesced).await;
+    // Answered with the held marker and the count it implies; refused
+    // moves hold nothing.
+    scene.move_markers().await;
+    let (chat, first, second, sent) = (scene.chat, scene.first, scene.second, scene.sent.clone());
+    let store = scene.store.clone();
     assert_eq!(store.read_markers().held(), 2, "one marker per member");
 
     // Nothing written yet; this instance's reads see the held marker.
     let mut conn = f.db.connect().await;
     assert_eq!(marker(&mut conn, chat, first).await, None);
     assert_eq!(flags(&mut conn, first).await, [false, false, false]);
-    let read = store.read_state(chat, first, inbox_fanout).await.unwrap();
+    let read = store
+        .read_state(chat, first, MessageFanout::Inbox)
+        .await
+        .unwrap();
     assert_eq!((read.read_up_to, read.unread_count), (Some(sent[2]), 0));
 
     // One flush writes both members and their read flags.
-    assert_eq!(flusher.flush().await.unwrap(), 2);
+    scene.write_once(&mut conn, 2).await;
     assert_eq!(store.read_markers().held(), 0);
-    assert_eq!(
-        marker(&mut conn, chat, first).await,
-        Some(sent[2].as_uuid())
-    );
-    assert_eq!(
-        marker(&mut conn, chat, second).await,
-        Some(sent[1].as_uuid())
-    );
-    assert_eq!(flags(&mut conn, first).await, [true, true, true]);
-    assert_eq!(flags(&mut conn, second).await, [true, true, false]);
-    assert_eq!(flusher.flush().await.unwrap(), 0, "nothing left");
     let metrics = store.read_markers().metrics();
     assert_eq!(
         (
@@ -172,15 +222,15 @@ async fn coalesced_moves_are_answered_at_once_and_written_by_one_flush() {
     // A held marker behind the database's is answered and flushed as the
     // database's: never back.
     f.store
-        .mark_read(mark(second, sent[2]), inbox_fanout)
+        .mark_read(scene.mark(second, sent[2]), MessageFanout::Inbox)
         .await
         .unwrap();
     let state = store
-        .mark_read(mark(second, sent[0]), inbox_fanout)
+        .mark_read(scene.mark(second, sent[0]), MessageFanout::Inbox)
         .await
         .unwrap();
     assert_eq!((state.read_up_to, state.unread_count), (Some(sent[2]), 0));
-    assert_eq!(flusher.flush().await.unwrap(), 1);
+    assert_eq!(scene.writer.flush().await.unwrap(), 1);
     assert_eq!(
         marker(&mut conn, chat, second).await,
         Some(sent[2].as_uuid())
@@ -199,43 +249,11 @@ async fn logged(conn: &mut AsyncPgConnection, chat: ChatId) -> i64 {
 #[tokio::test]
 async fn log_moves_are_seen_at_once_and_folded_by_one_compaction() {
     let f = fixture().await;
-    let store = f.store.clone().with_read_markers(ReadMarkerMode::Log);
-    let mut compactor = MarkerWriter::new(
-        f.db.url().to_owned().into(),
-        &SessionSettings::default(),
-        store.read_markers().clone(),
-    );
-    let (users, chat, sent) = chat_of_three(&store).await;
-    let (first, second, outsider) = (users[1], users[2], users[3]);
-    let mark = |reader: UserId, up_to: MessageId| MarkRead {
-        chat_id: chat,
-        reader,
-        up_to,
-    };
-    let inbox_fanout = MessageFanout::Inbox;
-    // Answered from the log at once, forward only.
-    for (up_to, expected) in [(0, (0, 2)), (2, (2, 0)), (1, (2, 0))] {
-        let state = store
-            .mark_read(mark(first, sent[up_to]), inbox_fanout)
-            .await
-            .unwrap();
-        assert_eq!(
-            (state.read_up_to, state.unread_count),
-            (Some(sent[expected.0]), expected.1),
-            "first reader to message {up_to}"
-        );
-    }
-    store
-        .mark_read(mark(second, sent[1]), inbox_fanout)
-        .await
-        .unwrap();
-    // Refused moves log nothing.
-    refused_moves(
-        &store,
-        mark(outsider, sent[2]),
-        mark(first, MessageId::generate()),
-    )
-    .await;
+    let mut scene = Scene::new(&f.store, f.db.url(), ReadMarkerMode::Log).await;
+    // Answered from the log at once; refused moves log nothing.
+    scene.move_markers().await;
+    let (chat, first, second, sent) = (scene.chat, scene.first, scene.second, scene.sent.clone());
+    let store = scene.store.clone();
 
     // The member rows are untouched; every move is a log row, and every
     // store (another instance's, or one in another mode) reads through it.
@@ -260,7 +278,7 @@ async fn log_moves_are_seen_at_once_and_folded_by_one_compaction() {
         .my_chats(
             second,
             chatlab_domain::PageRequest::new(None, None).unwrap(),
-            inbox_fanout,
+            MessageFanout::Inbox,
         )
         .await
         .unwrap();
@@ -268,19 +286,8 @@ async fn log_moves_are_seen_at_once_and_folded_by_one_compaction() {
     assert_eq!(page.items[0].read.unread_count, 1);
 
     // One compaction folds both members, flags their rows, empties the log.
-    assert_eq!(compactor.flush().await.unwrap(), 2);
+    scene.write_once(&mut conn, 2).await;
     assert_eq!(logged(&mut conn, chat).await, 0);
-    assert_eq!(
-        marker(&mut conn, chat, first).await,
-        Some(sent[2].as_uuid())
-    );
-    assert_eq!(
-        marker(&mut conn, chat, second).await,
-        Some(sent[1].as_uuid())
-    );
-    assert_eq!(flags(&mut conn, first).await, [true, true, true]);
-    assert_eq!(flags(&mut conn, second).await, [true, true, false]);
-    assert_eq!(compactor.flush().await.unwrap(), 0, "nothing left");
     let metrics = store.read_markers().metrics();
     assert_eq!(
         (
@@ -294,7 +301,7 @@ async fn log_moves_are_seen_at_once_and_folded_by_one_compaction() {
 
     // A move behind the member row logs nothing and answers the row's.
     let state = store
-        .mark_read(mark(first, sent[0]), inbox_fanout)
+        .mark_read(scene.mark(first, sent[0]), MessageFanout::Inbox)
         .await
         .unwrap();
     assert_eq!((state.read_up_to, state.unread_count), (Some(sent[2]), 0));
