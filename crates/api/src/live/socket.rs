@@ -16,6 +16,7 @@ use super::Live;
 use super::stream::{last_event_id, open, refuse_a_body, stream};
 use crate::auth::StreamCaller;
 use crate::problem::{ApiError, Problem};
+use crate::routes::responses::StreamRefusals;
 use crate::state::AppState;
 
 /// Largest message a client may send (pings and closes are all it needs).
@@ -44,10 +45,7 @@ const CLOSE_WAIT: Duration = Duration::from_secs(2);
     responses(
         (status = 101, description = "Switched to the WebSocket protocol"),
         (status = 400, description = "Not a WebSocket handshake, or `Last-Event-ID` is not an id this feed sent", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid bearer token or live ticket (unknown, used, expired, or another user's than the token's), or its user does not exist", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "The caller holds `LIVE_MAX_STREAMS_PER_USER` streams already, or this instance `LIVE_MAX_STREAMS`; retry after `Retry-After` seconds", body = Problem, content_type = "application/problem+json",
-            headers(("Retry-After" = u64, description = "Seconds to wait before opening a stream again"))),
-        (status = 503, description = "Database unavailable: the caller's chats could not be read", body = Problem, content_type = "application/problem+json"),
+        StreamRefusals,
     )
 )]
 #[get("/ws")]

@@ -20,6 +20,7 @@ use super::metrics::LiveMetrics;
 use crate::auth::{Caller, StreamCaller};
 use crate::http::limits::carries_body;
 use crate::problem::{ApiError, Problem};
+use crate::routes::responses::StreamRefusals;
 use crate::state::AppState;
 use chatlab_auth::TokenRejection;
 
@@ -58,10 +59,7 @@ use chatlab_auth::TokenRejection;
     responses(
         (status = 200, description = "The event stream (text/event-stream)", body = String, content_type = "text/event-stream"),
         (status = 400, description = "`Last-Event-ID` is not an id this stream sent, or the request has a body", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "No valid bearer token or live ticket (unknown, used, expired, or another user's than the token's), or its user does not exist", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "The caller holds `LIVE_MAX_STREAMS_PER_USER` streams already, or this instance `LIVE_MAX_STREAMS`; retry after `Retry-After` seconds", body = Problem, content_type = "application/problem+json",
-            headers(("Retry-After" = u64, description = "Seconds to wait before opening a stream again"))),
-        (status = 503, description = "Database unavailable: the caller's chats could not be read", body = Problem, content_type = "application/problem+json"),
+        StreamRefusals,
     )
 )]
 #[get("/events")]
