@@ -257,6 +257,15 @@ mod tests {
                 );
             }
         }
+        // What the docs show beside the runs: the images in docs/.
+        for entry in std::fs::read_dir(root.join("docs")).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_file() && path.extension().is_some_and(|e| e != "md") {
+                let to = copy.path().join("docs").join(path.file_name().unwrap());
+                std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+                std::fs::copy(&path, to).unwrap();
+            }
+        }
         copy
     }
 
