@@ -174,30 +174,44 @@ fn public_server(
 /// a preflight from it fails); a same-origin request sends no `Origin` or
 /// is not judged by it.
 fn cors(origins: &AllowedOrigins) -> Cors {
+    use crate::http::idempotency::{IDEMPOTENCY_KEY_HEADER, REPLAYED_HEADER};
+    use crate::http::overrides::{
+        INSERT_STRATEGY_HEADER, MESSAGE_FANOUT_HEADER, PUBLISH_MODE_HEADER,
+    };
+    // Sent by a client that picks its strategies, and answered by every
+    // write with the ones it used.
+    let choices = [
+        INSERT_STRATEGY_HEADER,
+        PUBLISH_MODE_HEADER,
+        MESSAGE_FANOUT_HEADER,
+    ]
+    .map(header::HeaderName::from_static);
     let cors = Cors::default()
         .allowed_methods(["GET", "HEAD", "POST", "PUT", "DELETE"])
-        .allowed_headers([
-            header::AUTHORIZATION,
-            header::CONTENT_TYPE,
-            header::ACCEPT,
-            header::HeaderName::from_static("idempotency-key"),
-            header::HeaderName::from_static("last-event-id"),
-            header::HeaderName::from_static(crate::http::overrides::INSERT_STRATEGY_HEADER),
-            header::HeaderName::from_static(crate::http::overrides::PUBLISH_MODE_HEADER),
-            header::HeaderName::from_static(crate::http::overrides::MESSAGE_FANOUT_HEADER),
-            header::HeaderName::from_static("traceparent"),
-            header::HeaderName::from_static("tracestate"),
-        ])
-        .expose_headers([
-            header::LOCATION,
-            header::RETRY_AFTER,
-            header::WWW_AUTHENTICATE,
-            header::HeaderName::from_static("idempotent-replayed"),
-            header::HeaderName::from_static(crate::http::overrides::INSERT_STRATEGY_HEADER),
-            header::HeaderName::from_static(crate::http::overrides::PUBLISH_MODE_HEADER),
-            header::HeaderName::from_static(crate::http::overrides::MESSAGE_FANOUT_HEADER),
-            header::HeaderName::from_static("traceparent"),
-        ])
+        .allowed_headers(
+            [
+                header::AUTHORIZATION,
+                header::CONTENT_TYPE,
+                header::ACCEPT,
+                header::HeaderName::from_static(IDEMPOTENCY_KEY_HEADER),
+                header::HeaderName::from_static("last-event-id"),
+                header::HeaderName::from_static("traceparent"),
+                header::HeaderName::from_static("tracestate"),
+            ]
+            .into_iter()
+            .chain(choices.clone()),
+        )
+        .expose_headers(
+            [
+                header::LOCATION,
+                header::RETRY_AFTER,
+                header::WWW_AUTHENTICATE,
+                header::HeaderName::from_static(REPLAYED_HEADER),
+                header::HeaderName::from_static("traceparent"),
+            ]
+            .into_iter()
+            .chain(choices),
+        )
         .max_age(600);
     origins
         .0
