@@ -75,6 +75,15 @@ pub enum EventPayload {
         member_count: usize,
         /// The "room created" message.
         system_message_id: Uuid,
+        /// Who the members are, creator included: what a live instance
+        /// needs to start delivering the chat to its members' connections
+        /// without asking the database (whose round trip, pool queue or
+        /// outage would then delay every frame behind it). On the topic
+        /// only: a client's frame leaves it out ([`Event::client_json`]),
+        /// since a chat of thousands would send every member the list.
+        /// Empty in events written before it was carried.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        member_ids: Vec<Uuid>,
     },
     /// A member posted a message.
     #[serde(rename = "message.sent")]
@@ -159,6 +168,7 @@ impl Event {
                 creator_id: command.creator_id.as_uuid(),
                 member_count: command.member_ids.len(),
                 system_message_id: command.system_message_id.as_uuid(),
+                member_ids: command.member_ids.iter().map(|m| m.as_uuid()).collect(),
             },
         )
     }
@@ -292,6 +302,19 @@ impl Event {
         }
     }
 
+    /// The users who receive the event's chat from this event on: a new
+    /// chat's members, or the users added; none for the other types.
+    pub fn joining(&self) -> &[Uuid] {
+        match &self.payload {
+            EventPayload::ChatCreated { member_ids, .. } => member_ids,
+            EventPayload::MembersAdded { user_ids, .. } => user_ids,
+            EventPayload::MessageSent { .. }
+            | EventPayload::MemberRemoved { .. }
+            | EventPayload::OwnerChanged { .. }
+            | EventPayload::ReadMarkerMoved { .. } => &[],
+        }
+    }
+
     /// Whether the event announces a committed write (a row the audit
     /// matches it with): every type but `chat.read`.
     pub fn announces_a_write(&self) -> bool {
@@ -322,6 +345,22 @@ impl Event {
     pub fn to_json(&self) -> String {
         // Serialising plain strings, numbers and UUIDs cannot fail.
         serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// The JSON a client's live frame carries: the event as on the topic,
+    /// less what only the live instances need (a new chat's member list;
+    /// `member_count` stays).
+    pub fn client_json(&self) -> Result<String, serde_json::Error> {
+        match &self.payload {
+            EventPayload::ChatCreated { member_ids, .. } if !member_ids.is_empty() => {
+                let mut value = serde_json::to_value(self)?;
+                if let Some(fields) = value.as_object_mut() {
+                    fields.remove("member_ids");
+                }
+                serde_json::to_string(&value)
+            }
+            _ => serde_json::to_string(self),
+        }
     }
 
     /// Parses a JSON body.
@@ -421,6 +460,39 @@ mod tests {
         assert_eq!(Event::from_json(event.to_json().as_bytes()).unwrap(), event);
         assert_eq!(event.key(), command.chat_id.to_string());
         assert_eq!(event.subject_id(), command.chat_id.as_uuid());
+    }
+
+    #[test]
+    fn a_new_chat_names_its_members_on_the_topic_but_not_to_clients() {
+        let (creator, member) = (UserId::generate(), UserId::generate());
+        let command = CreateChat::validate(
+            NewChat {
+                name: "r".into(),
+                creator_id: creator,
+                member_ids: vec![member],
+            },
+            &Limits::default(),
+        )
+        .unwrap();
+        let event = Event::chat_created(&command, PublishMode::Outbox);
+        let mut joining = event.joining().to_vec();
+        joining.sort();
+        let mut expected = vec![creator.as_uuid(), member.as_uuid()];
+        expected.sort();
+        assert_eq!(joining, expected);
+        let topic: serde_json::Value = serde_json::from_str(&event.to_json()).unwrap();
+        assert_eq!(topic["member_ids"].as_array().map(Vec::len), Some(2));
+        let client: serde_json::Value =
+            serde_json::from_str(&event.client_json().unwrap()).unwrap();
+        assert!(client.get("member_ids").is_none(), "{client}");
+        assert_eq!(client["member_count"], 2);
+        assert_eq!(client["chat_id"], topic["chat_id"]);
+        // An event written before the list was carried still reads, with
+        // nobody joining by it.
+        let mut old = topic.clone();
+        old.as_object_mut().unwrap().remove("member_ids");
+        let old = Event::from_json(old.to_string().as_bytes()).unwrap();
+        assert!(old.joining().is_empty());
     }
 
     #[test]
