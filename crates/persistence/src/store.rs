@@ -649,24 +649,6 @@ impl PgStore {
             .await?;
         Ok(ids.into_iter().map(ChatId::from_uuid).collect())
     }
-
-    /// Which of `users` are members of the chat.
-    pub async fn members_among(
-        &self,
-        chat_id: ChatId,
-        users: Vec<UserId>,
-    ) -> Result<Vec<UserId>, RepositoryError> {
-        self.db
-            .run(move |s| {
-                async move {
-                    reads::members_among(s, chat_id.as_uuid(), &users)
-                        .await
-                        .map_err(query_err)
-                }
-                .boxed()
-            })
-            .await
-    }
 }
 
 impl PgStore {

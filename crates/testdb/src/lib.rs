@@ -82,6 +82,30 @@ impl TestDb {
         &self.url
     }
 
+    /// The server this database lives on, as a socket address (what a
+    /// hop in front of it forwards to).
+    pub fn server_addr(&self) -> std::net::SocketAddr {
+        let url = url::Url::parse(&self.url).expect("a test database URL parses");
+        let host = url
+            .host_str()
+            .unwrap_or("127.0.0.1")
+            .replace("localhost", "127.0.0.1");
+        format!("{host}:{}", url.port().unwrap_or(5432))
+            .parse()
+            .expect("a test database's host is an IP address or localhost")
+    }
+
+    /// This database's URL with its server replaced by `at` (a hop in
+    /// front of the server).
+    pub fn url_at(&self, at: std::net::SocketAddr) -> String {
+        let mut url = url::Url::parse(&self.url).expect("a test database URL parses");
+        url.set_host(Some(&at.ip().to_string()))
+            .expect("a URL with a host takes another");
+        url.set_port(Some(at.port()))
+            .expect("a URL with a host takes a port");
+        url.into()
+    }
+
     /// The database's name.
     pub fn name(&self) -> &str {
         &self.name

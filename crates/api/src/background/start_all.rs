@@ -84,7 +84,7 @@ pub async fn start_all(inputs: Inputs<'_>, registry: &mut Registry) -> Backgroun
         };
         workers.every("read marker writer", writes.every, writes);
     }
-    start_live(&mut workers, settings, store, bootstrap, live).await;
+    start_live(&mut workers, settings, bootstrap, live).await;
     let relay = OutboxRelay::new(
         settings.db.url.clone(),
         &settings.db.session,
@@ -99,13 +99,7 @@ pub async fn start_all(inputs: Inputs<'_>, registry: &mut Registry) -> Backgroun
 
 /// The live tail, which follows the topic, and the fan-out, which hands
 /// what it reads to this instance's streams; waits for the tail to follow.
-async fn start_live(
-    workers: &mut Background,
-    settings: &Settings,
-    store: &PgStore,
-    bootstrap: &str,
-    live: &Live,
-) {
+async fn start_live(workers: &mut Background, settings: &Settings, bootstrap: &str, live: &Live) {
     let (tailed, to_fan_out) = mpsc::channel(LIVE_TAIL_CAPACITY);
     let (following, tail_follows) = tokio::sync::oneshot::channel();
     workers.start("live tail", |stop| {
@@ -128,8 +122,8 @@ async fn start_live(
         );
     }
     // Ends once the tail does (its channel closes).
-    let (hub, store, metrics) = (live.hub.clone(), store.clone(), live.metrics.clone());
+    let (hub, metrics) = (live.hub.clone(), live.metrics.clone());
     workers.start("live fan-out", |_| {
-        crate::live::dispatch::spawn(to_fan_out, hub, store, metrics)
+        crate::live::dispatch::spawn(to_fan_out, hub, metrics)
     });
 }

@@ -534,6 +534,17 @@ pub struct DeclaredSettings {
     )]
     pub live_catch_up_records: u64,
 
+    /// Events the instance keeps in memory from its live tail, so a reconnecting client's catch-up is served without reading the topic (a new chat's event weighs one more per 32 members it names); a cursor older than these is read from the topic, two catch-ups at a time. 0 keeps none
+    #[arg(
+        long,
+        global = true,
+        env = "LIVE_RECENT_EVENTS",
+        default_value = "20000",
+        value_parser = RangedU64ValueParser::<usize>::new().range(0..=10_000_000),
+        help_heading = "Live delivery"
+    )]
+    pub live_recent_events: usize,
+
     /// Longest a live tail's fetch may wait at the broker when nothing is new (librdkafka's fetch.wait.max.ms, 500 by default there); tansu answers a fetch only when it expires, so each delivery waits up to this long
     #[arg(
         long,

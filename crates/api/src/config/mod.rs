@@ -197,6 +197,8 @@ pub struct LiveSettings {
     pub fetch_wait: Duration,
     /// Most streams one user may hold on this instance.
     pub max_streams_per_user: usize,
+    /// Events kept in memory for catch-ups.
+    pub recent_events: usize,
     /// Most streams on this instance, all users together.
     pub max_streams: usize,
     /// How long a live ticket waits to open a stream.
@@ -289,6 +291,7 @@ impl LiveSettings {
             max_streams: d.live_max_streams.unwrap_or(connections / 2).max(1),
             ticket_ttl: Duration::from_secs(d.live_ticket_ttl_secs),
         }
+            recent_events: d.live_recent_events,
     }
 }
 

@@ -1,6 +1,9 @@
 //! What a reconnecting client missed: the events of its chats between its
-//! `Last-Event-ID` and the moment its new connection registered, read from
-//! the topic.
+//! `Last-Event-ID` and the moment its new connection registered, from the
+//! events this instance holds in memory ([`super::recent`]) or, for a
+//! cursor older than those, read from the topic by one of a few readers
+//! ([`TopicSource::readers`]), so a storm of reconnections opens no more
+//! consumers than that.
 //!
 //! The boundary with the live feed is exact because both speak in topic
 //! offsets: the connection registers first and learns where the tail is
@@ -9,16 +12,18 @@
 //! across the two, so a record the broker repeats is not given twice.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::Semaphore;
 use uuid::Uuid;
 
-use chatlab_kafka::live_tail::TailedEvent;
 use chatlab_kafka::topic_range::{self, RangeError};
 
 use super::cursor::Cursor;
-use super::hub::Frame;
+use super::hub::{Frame, Hub};
 use super::membership::{Membership, change_of};
+use super::recent::Recorded;
 
 /// How long a catch-up may read the topic.
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -32,13 +37,39 @@ pub struct TopicSource {
     pub topic: String,
     /// Most records one catch-up reads.
     pub limit: u64,
+    /// Catch-ups reading the topic at once, each with a consumer of its
+    /// own; the others wait for a turn.
+    pub readers: Arc<Semaphore>,
+}
+
+/// Catch-ups that may read the topic at once.
+pub const TOPIC_READERS: usize = 2;
+
+/// Where a catch-up's events came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Served {
+    /// The events this instance holds.
+    Memory,
+    /// The topic, by a reader.
+    Topic,
+}
+
+impl Served {
+    /// Its label on `/metrics`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Memory => "memory",
+            Self::Topic => "topic",
+        }
+    }
 }
 
 /// What a reconnecting client gets before the live feed.
 #[derive(Debug)]
 pub enum CatchUp {
-    /// The events it missed, as frames in order, and their ids.
-    Frames(Vec<Frame>, Vec<Uuid>),
+    /// The events it missed, as frames in order, their ids, and where they
+    /// came from.
+    Frames(Vec<Frame>, Vec<Uuid>, Served),
     /// Its cursor cannot be caught up from the topic (too far behind, gone
     /// from the topic, past its end, of an earlier life of it, or the
     /// broker did not answer): it must reload what it shows through the
@@ -47,9 +78,11 @@ pub enum CatchUp {
 }
 
 /// Reads what `user`, a member of `chats_now`, missed between `from` and
-/// `to` (where the live feed starts).
+/// `to` (where the live feed starts): from `hub`'s recent events when it
+/// holds them all, else from the topic.
 pub async fn read(
     source: &TopicSource,
+    hub: &Hub,
     user: Uuid,
     from: &Cursor,
     to: Option<&Cursor>,
@@ -75,15 +108,38 @@ pub async fn read(
             "Last-Event-ID does not name partition {p} of the topic; reload and reconnect"
         ));
     }
+    if let Some(held) = hub.recent_between(from, to) {
+        let frames = frames_for(user, &held, chats_now, from);
+        let ids = frames.iter().map(|f| f.event_id).collect();
+        return CatchUp::Frames(frames, ids, Served::Memory);
+    }
+    // Never closed, so the permit always comes.
+    let _turn = source.readers.acquire().await;
     let read = tokio::task::spawn_blocking(move || {
         topic_range::read_range(&bootstrap, &topic, &from_p, &to_p, limit, READ_TIMEOUT)
     })
     .await;
     match read {
         Ok(Ok(events)) => {
-            let frames = frames_for(user, &events, chats_now, from);
+            let held: Vec<Recorded> = events
+                .into_iter()
+                .filter_map(|tailed| match tailed.event.client_json() {
+                    Ok(data) => Some(Recorded {
+                        partition: tailed.partition,
+                        offset: tailed.offset,
+                        event: Arc::new(tailed.event),
+                        data: data.into(),
+                    }),
+                    Err(e) => {
+                        tracing::error!(event_id = %tailed.event.event_id, error = %e,
+                            "live catch-up: the event's frame could not be written; left out");
+                        None
+                    }
+                })
+                .collect();
+            let frames = frames_for(user, &held, chats_now, from);
             let ids = frames.iter().map(|f| f.event_id).collect();
-            CatchUp::Frames(frames, ids)
+            CatchUp::Frames(frames, ids, Served::Topic)
         }
         Ok(Err(e @ (RangeError::Gone { .. } | RangeError::TooLong { .. }))) => {
             CatchUp::Reset(format!(
@@ -115,22 +171,22 @@ pub async fn read(
 /// it is `user`'s. Each frame's id is the cursor after it.
 pub fn frames_for(
     user: Uuid,
-    events: &[TailedEvent],
+    events: &[Recorded],
     chats_now: &HashSet<Uuid>,
     from: &Cursor,
 ) -> Vec<Frame> {
-    let changes = events.iter().filter_map(|tailed| {
-        change_of(user, &tailed.event.payload).map(|joined| (tailed.event.chat_id(), joined))
-    });
+    let changes = events
+        .iter()
+        .filter_map(|r| change_of(user, &r.event).map(|joined| (r.event.chat_id(), joined)));
     let mut membership = Membership::before(chats_now.iter().copied(), changes);
     let mut cursor = from.clone();
     let mut frames = Vec::new();
-    for tailed in events {
-        cursor.advance(tailed.partition, tailed.offset + 1);
-        let change = change_of(user, &tailed.event.payload);
-        let addressed = tailed.event.only_for().is_none_or(|u| u == user);
-        if membership.step(tailed.event.chat_id(), change) && addressed {
-            frames.push(Frame::of(&tailed.event, &cursor));
+    for r in events {
+        cursor.advance(r.partition, r.offset + 1);
+        let change = change_of(user, &r.event);
+        let addressed = r.event.only_for().is_none_or(|u| u == user);
+        if membership.step(r.event.chat_id(), change) && addressed {
+            frames.push(Frame::at(&r.event, &r.data, &cursor));
         }
     }
     frames
@@ -142,9 +198,11 @@ mod tests {
     use crate::live::test_events::message_in as message;
     use chatlab_domain::{AddMembers, ChatId, Event, MessageId, PublishMode, RemoveMember, UserId};
 
-    fn at(event: Event, offset: i64) -> TailedEvent {
-        TailedEvent {
-            event,
+    fn at(event: Event, offset: i64) -> Recorded {
+        let data = event.client_json().unwrap();
+        Recorded {
+            event: Arc::new(event),
+            data: data.into(),
             partition: 0,
             offset,
         }
@@ -209,7 +267,7 @@ mod tests {
             .map(|&i| events[i].event.event_id)
             .collect();
         assert_eq!(given, expected);
-        let last = std::str::from_utf8(&frames[5].text).unwrap();
+        let last = std::str::from_utf8(&frames[5].sse).unwrap();
         assert!(last.starts_with("id: 0:14\n"), "{last}");
     }
 }

@@ -19,7 +19,6 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use bytes::Bytes;
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
@@ -27,7 +26,9 @@ use chatlab_domain::{Event, EventPayload};
 
 use super::budget::{Refusal, StreamBudget};
 use super::cursor::Cursor;
+pub use super::frame::Frame;
 use super::membership::{Membership, change_of};
+use super::recent::{Recent, Recorded};
 
 /// Event ids a connection remembers to drop duplicates (a broker may
 /// deliver a record twice; an outbox relay may publish one twice).
@@ -37,40 +38,6 @@ const REMEMBERED_IDS: usize = 1024;
 /// more (the database was that slow under that many events) is dropped as
 /// if its buffer had overflowed.
 const HELD_WHILE_LOADING: usize = 16_384;
-
-/// A frame ready for a connection's stream.
-#[derive(Debug, Clone)]
-pub struct Frame {
-    /// The event's id.
-    pub event_id: Uuid,
-    /// The SSE text of the event.
-    pub text: Bytes,
-}
-
-impl Frame {
-    /// The SSE frame of `event` at `cursor`: the cursor as its id (what the
-    /// client sends back as `Last-Event-ID`), its type as the event name,
-    /// its JSON as the data.
-    pub fn of(event: &Event, cursor: &Cursor) -> Self {
-        Self {
-            event_id: event.event_id,
-            text: Bytes::from(format!(
-                "id: {cursor}\nevent: {}\ndata: {}\n\n",
-                event.event_type(),
-                event.to_json()
-            )),
-        }
-    }
-}
-
-impl Frame {
-    /// Its `id:` (a cursor), if it has one.
-    pub fn id(&self) -> Option<Bytes> {
-        let rest = self.text.strip_prefix(b"id: ")?;
-        let end = rest.iter().position(|&b| b == b'\n')?;
-        Some(self.text.slice(4..4 + end))
-    }
-}
 
 /// What the hub tells a connection's stream besides frames.
 #[derive(Debug, Default)]
@@ -146,6 +113,8 @@ struct State {
     loading: HashSet<u64>,
     by_chat: HashMap<Uuid, HashSet<u64>>,
     by_user: HashMap<Uuid, HashSet<u64>>,
+    /// The events read lately, for catch-ups.
+    recent: Recent,
 }
 
 /// What one fan-out did.
@@ -157,6 +126,8 @@ pub struct FanOut {
     pub dropped: u64,
     /// Duplicates not delivered again.
     pub duplicates: u64,
+    /// Events whose frame could not be written, delivered to nobody.
+    pub unencodable: u64,
 }
 
 /// The hub: every open connection of this instance.
@@ -203,6 +174,19 @@ impl Hub {
         }
     }
 
+    /// The same hub, holding the last `events` events it fans out for
+    /// catch-ups ([`Recent`]).
+    pub fn holding(self, events: usize) -> Self {
+        self.lock().recent = Recent::new(events);
+        self
+    }
+
+    /// The events between `from` and `to`, if this hub still holds every
+    /// one of them.
+    pub fn recent_between(&self, from: &Cursor, to: &Cursor) -> Option<Vec<Recorded>> {
+        self.lock().recent.between(from, to)
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while the lock was held leaves plain maps behind: use them.
         self.state
@@ -219,6 +203,9 @@ impl Hub {
     pub fn follow(&self, starts: &Cursor) {
         let mut s = self.lock();
         s.position = s.position.max(starts);
+        for (partition, offset) in starts.positions() {
+            s.recent.follow(partition, offset);
+        }
     }
 
     /// The id a heartbeat of connection `id` may carry: where the tail is,
@@ -347,12 +334,11 @@ impl Hub {
     /// graceful stop does not wait for open streams.
     pub fn close_all(&self) {
         let mut s = self.lock();
-        let frame = Frame {
-            event_id: Uuid::nil(),
-            text: Bytes::from_static(
-                b"event: closing\ndata: {\"reason\":\"the server is stopping; reconnect\"}\n\n",
-            ),
-        };
+        let frame = Frame::control(
+            "closing",
+            None,
+            &serde_json::json!({"reason": "the server is stopping; reconnect"}),
+        );
         for c in s.connections.values() {
             let _ = c.frames.try_send(frame.clone());
         }
@@ -368,31 +354,32 @@ impl Hub {
         remove(&mut s, id);
     }
 
-    /// The users with an open connection here, among `users`.
-    pub fn connected_among(&self, users: &[Uuid]) -> Vec<Uuid> {
-        let s = self.lock();
-        users
-            .iter()
-            .copied()
-            .filter(|u| s.by_user.contains_key(u))
-            .collect()
-    }
-
-    /// Every user with an open connection here.
-    pub fn connected_users(&self) -> Vec<Uuid> {
-        self.lock().by_user.keys().copied().collect()
-    }
-
     /// Delivers `event`, read at `offset` of `partition`, to the
-    /// connections that receive its chat, after applying what it changes:
-    /// `joined` are users (connected here) who receive the chat from this
-    /// event on (the members of a new chat, the users added); a removed
-    /// member receives its removal, then nothing more of the chat.
-    pub fn fan_out(&self, event: &Event, partition: i32, offset: i64, joined: &[Uuid]) -> FanOut {
+    /// connections that receive its chat, after applying what it changes,
+    /// as the event itself says: its joining users (a new chat's members,
+    /// the users added) receive the chat from this event on; a removed
+    /// member receives its removal, then nothing more of the chat. Nothing
+    /// here waits on anything but the hub's lock.
+    pub fn fan_out(&self, event: Arc<Event>, partition: i32, offset: i64) -> FanOut {
         let chat = event.chat_id();
+        // Written before the lock is taken: a new chat's JSON may be long.
+        let data: Arc<str> = match event.client_json() {
+            Ok(data) => data.into(),
+            Err(e) => {
+                tracing::error!(event_id = %event.event_id, error = %e,
+                    "live delivery: the event's frame could not be written; delivered to nobody");
+                let mut s = self.lock();
+                s.position.advance(partition, offset + 1);
+                return FanOut {
+                    unencodable: 1,
+                    ..FanOut::default()
+                };
+            }
+        };
         let mut s = self.lock();
         s.position.advance(partition, offset + 1);
-        let shared = Frame::of(event, &s.position);
+        let shared = Frame::at(&event, &data, &s.position);
+        let joined = event.joining();
         subscribe(&mut s, chat, joined);
         let targets: Vec<u64> = s
             .by_chat
@@ -413,6 +400,13 @@ impl Hub {
         // user's connections.
         let only_for = event.only_for();
         let addressed = |c: &Connection| only_for.is_none_or(|u| u == c.user);
+        // Looked up once per loading connection: a new chat may name
+        // thousands of members.
+        let joining: HashSet<Uuid> = if loading.is_empty() {
+            HashSet::new()
+        } else {
+            joined.iter().copied().collect()
+        };
         for id in loading.iter() {
             let Some(c) = connections.get_mut(id) else {
                 continue;
@@ -420,12 +414,12 @@ impl Hub {
             if !addressed(c) {
                 continue;
             }
-            let change = if joined.contains(&c.user) {
+            let change = if joining.contains(&c.user) {
                 Some(true)
             } else {
-                change_of(c.user, &event.payload)
+                change_of(c.user, &event)
             };
-            let frame = frame_for(c, position, event, at, &shared);
+            let frame = frame_for(c, position, (&event, &data), at, &shared);
             let Some(held) = c.loading.as_mut() else {
                 continue;
             };
@@ -446,7 +440,7 @@ impl Hub {
             if !addressed(c) {
                 continue;
             }
-            let Some(frame) = frame_for(c, position, event, at, &shared) else {
+            let Some(frame) = frame_for(c, position, (&event, &data), at, &shared) else {
                 // Given on the connection this one resumes.
                 continue;
             };
@@ -464,6 +458,12 @@ impl Hub {
         if let EventPayload::MemberRemoved { user_id, .. } = event.payload {
             unsubscribe(&mut s, chat, user_id);
         }
+        s.recent.push(Recorded {
+            partition,
+            offset,
+            event,
+            data,
+        });
         done
     }
 }
@@ -503,14 +503,14 @@ fn connections_of(s: &State, user: Uuid) -> Vec<u64> {
         .unwrap_or_default()
 }
 
-/// The frame connection `c` gets for `event`, read at `partition:offset`
-/// (`at`): `shared`, unless a resumed connection's own cursor is ahead of
+/// The frame connection `c` gets for `event` (with its client JSON), read
+/// at `partition:offset` (`at`): `shared`, unless a resumed connection's own cursor is ahead of
 /// the tail (then a frame naming it), or the event lies before that cursor
 /// (then none: it was given on the connection this one resumes).
 fn frame_for(
     c: &mut Connection,
     position: &Cursor,
-    event: &Event,
+    (event, data): (&Event, &str),
     (partition, offset): (i32, i64),
     shared: &Frame,
 ) -> Option<Frame> {
@@ -521,7 +521,7 @@ fn frame_for(
         if position.covers(floor) {
             c.floor = None;
         } else {
-            return Some(Frame::of(event, &position.max(floor)));
+            return Some(Frame::at(event, data, &position.max(floor)));
         }
     }
     Some(shared.clone())
@@ -569,9 +569,9 @@ mod tests {
     }
 
     /// Fans `event` out as if read at the next offset of partition 0.
-    fn fan(hub: &Hub, event: &Event, joined: &[Uuid]) -> FanOut {
+    fn fan(hub: &Hub, event: &Event) -> FanOut {
         let next = hub.lock().position.get(0).unwrap_or(0);
-        hub.fan_out(event, 0, next, joined)
+        hub.fan_out(Arc::new(event.clone()), 0, next)
     }
 
     fn message(chat: Uuid, sender: Uuid) -> Event {
@@ -611,15 +611,20 @@ mod tests {
         let mut a = connect(&hub, ada, &[chat], 8, None);
         let mut b = connect(&hub, bob, &[other], 8, None);
         let event = message(chat, ada);
-        assert_eq!(fan(&hub, &event, &[]).delivered, 1);
-        assert_eq!(fan(&hub, &event, &[]).duplicates, 1, "the same id twice");
+        assert_eq!(fan(&hub, &event).delivered, 1);
+        assert_eq!(fan(&hub, &event).duplicates, 1, "the same id twice");
         assert_eq!(a.frames.try_recv().unwrap().event_id, event.event_id);
         assert!(a.frames.try_recv().is_err());
         assert!(b.frames.try_recv().is_err(), "bob is no member");
-        // Bob joins with the event that adds him.
-        let next = message(chat, ada);
-        assert_eq!(fan(&hub, &next, &[bob]).delivered, 2);
+        // Bob joins a new chat with the event that creates it, which names
+        // him: nothing is asked of the database.
+        let new_chat = Uuid::now_v7();
+        let next = crate::live::test_events::created(new_chat, &[ada, bob]);
+        assert_eq!(fan(&hub, &next).delivered, 2);
         assert_eq!(b.frames.try_recv().unwrap().event_id, next.event_id);
+        let after = message(new_chat, ada);
+        assert_eq!(fan(&hub, &after).delivered, 2);
+        assert_eq!(b.frames.try_recv().unwrap().event_id, after.event_id);
     }
 
     #[test]
@@ -630,7 +635,7 @@ mod tests {
         let mut phone = connect(&hub, bob, &[chat], 8, None);
         let mut laptop = connect(&hub, bob, &[chat], 8, None);
         let read = Event::read_marker_moved(chat, bob, Uuid::now_v7(), 0, PublishMode::Outbox);
-        assert_eq!(fan(&hub, &read, &[]).delivered, 2);
+        assert_eq!(fan(&hub, &read).delivered, 2);
         assert_eq!(phone.frames.try_recv().unwrap().event_id, read.event_id);
         assert_eq!(laptop.frames.try_recv().unwrap().event_id, read.event_id);
         assert!(a.frames.try_recv().is_err(), "ada is not the reader");
@@ -643,9 +648,9 @@ mod tests {
         let _a = connect(&hub, ada, &[chat], 8, None);
         let mut b = connect(&hub, bob, &[chat], 8, None);
         let removal = removed(chat, ada, bob);
-        assert_eq!(fan(&hub, &removal, &[]).delivered, 2);
+        assert_eq!(fan(&hub, &removal).delivered, 2);
         assert_eq!(b.frames.try_recv().unwrap().event_id, removal.event_id);
-        assert_eq!(fan(&hub, &message(chat, ada), &[]).delivered, 1);
+        assert_eq!(fan(&hub, &message(chat, ada)).delivered, 1);
         assert!(b.frames.try_recv().is_err());
     }
 
@@ -657,7 +662,7 @@ mod tests {
         hub.close_all();
         assert_eq!(hub.connections(), 0);
         let last = a.frames.try_recv().unwrap();
-        assert!(last.text.starts_with(b"event: closing"));
+        assert!(last.sse.starts_with(b"event: closing"));
         assert!(matches!(
             a.frames.try_recv(),
             Err(mpsc::error::TryRecvError::Disconnected)
@@ -670,9 +675,9 @@ mod tests {
         let (ada, bob, chat) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
         let mut fast = connect(&hub, ada, &[chat], 8, None);
         let slow = connect(&hub, bob, &[chat], 1, None);
-        assert_eq!(fan(&hub, &message(chat, ada), &[]).delivered, 2);
+        assert_eq!(fan(&hub, &message(chat, ada)).delivered, 2);
         let _ = fast.frames.try_recv();
-        let second = fan(&hub, &message(chat, ada), &[]);
+        let second = fan(&hub, &message(chat, ada));
         assert_eq!((second.delivered, second.dropped), (1, 1));
         assert!(slow.state.overflowed.load(Ordering::Acquire));
         assert_eq!(hub.connections(), 1);
@@ -700,14 +705,14 @@ mod loading_tests {
         let (bob, chat, other) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
         let mut b = hub.register(bob, 8, None).unwrap();
         let (first, foreign) = (message(chat), message(other));
-        hub.fan_out(&first, 0, 0, &[]);
-        hub.fan_out(&foreign, 0, 1, &[]);
+        hub.fan_out(Arc::new(first.clone()), 0, 0);
+        hub.fan_out(Arc::new(foreign.clone()), 0, 1);
         assert!(b.frames.try_recv().is_err(), "nothing before its chats");
         // The database said: bob is in `chat`.
         let done = hub.receive(b.id, &[chat]);
         assert_eq!(done.delivered, 1);
         let live = message(chat);
-        hub.fan_out(&live, 0, 2, &[]);
+        hub.fan_out(Arc::new(live.clone()), 0, 2);
         assert_eq!(ids(&mut b), vec![first.event_id, live.event_id]);
         assert_eq!(hub.lock().loading.len(), 0);
     }
@@ -744,13 +749,13 @@ mod loading_tests {
             PublishMode::Outbox,
         );
         let after_removal = message(left);
-        let in_new_chat = message(created);
+        let in_new_chat = crate::live::test_events::created(created, &[ada, bob]);
         let events = [&before_join, &addition, &removal, &after_removal];
         for (offset, event) in (0..).zip(events) {
-            hub.fan_out(event, 0, offset, &[]);
+            hub.fan_out(Arc::new((*event).clone()), 0, offset);
         }
-        // The new chat's event names bob among the users who join with it.
-        hub.fan_out(&in_new_chat, 0, 4, &[bob]);
+        // The new chat's event names bob among its members.
+        hub.fan_out(Arc::new(in_new_chat.clone()), 0, 4);
         // The database was read after the addition and before the removal.
         hub.receive(b.id, &[joined, left]);
         assert_eq!(
@@ -758,7 +763,7 @@ mod loading_tests {
             vec![addition.event_id, removal.event_id, in_new_chat.event_id]
         );
         for (offset, chat) in (5..).zip([joined, left, created]) {
-            hub.fan_out(&message(chat), 0, offset, &[]);
+            hub.fan_out(Arc::new(message(chat)), 0, offset);
         }
         assert_eq!(ids(&mut b).len(), 2, "joined and created, not left");
     }
@@ -772,7 +777,7 @@ mod loading_tests {
         let b = hub.register(Uuid::now_v7(), 8, None).unwrap();
         let event = message(Uuid::now_v7());
         for offset in 0..=i64::try_from(HELD_WHILE_LOADING).unwrap() {
-            hub.fan_out(&event, 0, offset, &[]);
+            hub.fan_out(Arc::new(event.clone()), 0, offset);
         }
         assert!(b.state.overflowed.load(Ordering::Acquire));
         assert_eq!(hub.connections(), 1);
@@ -787,7 +792,7 @@ mod resume_tests {
     use crate::live::test_events::message_in as message;
 
     fn id_of(frame: &Frame) -> String {
-        let text = std::str::from_utf8(&frame.text).unwrap();
+        let text = std::str::from_utf8(&frame.sse).unwrap();
         text.lines()
             .next()
             .unwrap()
@@ -803,9 +808,9 @@ mod resume_tests {
         let chat = Uuid::now_v7();
         let mut a = connect(&hub, Uuid::now_v7(), &[chat], 8, None);
         assert_eq!(a.at.as_ref().unwrap().to_string(), "0:10,1:4");
-        hub.fan_out(&message(chat), 1, 4, &[]);
-        hub.fan_out(&message(Uuid::now_v7()), 0, 10, &[]);
-        hub.fan_out(&message(chat), 0, 11, &[]);
+        hub.fan_out(Arc::new(message(chat)), 1, 4);
+        hub.fan_out(Arc::new(message(Uuid::now_v7())), 0, 10);
+        hub.fan_out(Arc::new(message(chat)), 0, 11);
         assert_eq!(id_of(&a.frames.try_recv().unwrap()), "0:10,1:5");
         assert_eq!(id_of(&a.frames.try_recv().unwrap()), "0:12,1:5");
         assert_eq!(hub.position_for(a.id).unwrap().to_string(), "0:12,1:5");
@@ -820,7 +825,7 @@ mod resume_tests {
         let mut a = connect(&hub, Uuid::now_v7(), &[chat], 8, Cursor::parse("0:12").ok());
         assert_eq!(hub.position_for(a.id).unwrap().to_string(), "0:12");
         for offset in 10..13 {
-            hub.fan_out(&message(chat), 0, offset, &[]);
+            hub.fan_out(Arc::new(message(chat)), 0, offset);
         }
         let only = a.frames.try_recv().unwrap();
         assert_eq!(id_of(&only), "0:13");
@@ -835,7 +840,7 @@ mod resume_tests {
         let mut a = connect(&hub, Uuid::now_v7(), &[chat], 8, None);
         let event = message(chat);
         hub.remember(a.id, &[event.event_id]);
-        assert_eq!(hub.fan_out(&event, 0, 0, &[]).duplicates, 1);
+        assert_eq!(hub.fan_out(Arc::new(event.clone()), 0, 0).duplicates, 1);
         assert!(a.frames.try_recv().is_err());
     }
 
@@ -872,7 +877,7 @@ mod resume_tests {
         let chat = Uuid::now_v7();
         let mut a = connect(&hub, Uuid::now_v7(), &[chat], 8, None);
         assert_eq!(a.at.as_ref().unwrap().to_string(), "0:0@42");
-        hub.fan_out(&message(chat), 0, 0, &[]);
+        hub.fan_out(Arc::new(message(chat)), 0, 0);
         assert_eq!(id_of(&a.frames.try_recv().unwrap()), "0:1@42");
         assert_eq!(hub.position_for(a.id).unwrap().to_string(), "0:1@42");
     }

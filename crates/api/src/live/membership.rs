@@ -12,15 +12,14 @@ use std::collections::{HashMap, HashSet};
 
 use uuid::Uuid;
 
-use chatlab_domain::EventPayload;
+use chatlab_domain::{Event, EventPayload};
 
-/// `Some(true)` if the event adds `user` to its chat, `Some(false)` if it
-/// removes them.
-pub fn change_of(user: Uuid, payload: &EventPayload) -> Option<bool> {
-    match payload {
-        EventPayload::MembersAdded { user_ids, .. } if user_ids.contains(&user) => Some(true),
-        EventPayload::MemberRemoved { user_id, .. } if *user_id == user => Some(false),
-        _ => None,
+/// `Some(true)` if the event adds `user` to its chat (a new chat's member,
+/// a user added), `Some(false)` if it removes them.
+pub fn change_of(user: Uuid, event: &Event) -> Option<bool> {
+    match event.payload {
+        EventPayload::MemberRemoved { user_id, .. } if user_id == user => Some(false),
+        _ => event.joining().contains(&user).then_some(true),
     }
 }
 

@@ -17,6 +17,14 @@ pub struct RefusedLabel {
     pub reason: &'static str,
 }
 
+/// Label of the catch-ups: where their events came from (`memory`, the
+/// events this instance holds; `topic`, a reader of the topic).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ServedLabel {
+    /// The source.
+    pub source: &'static str,
+}
+
 /// Live delivery metrics.
 #[derive(Debug, Clone)]
 pub struct LiveMetrics {
@@ -30,8 +38,12 @@ pub struct LiveMetrics {
     pub dropped_slow: Counter,
     /// Duplicate events not delivered again.
     pub duplicates: Counter,
-    /// Reconnections caught up from the topic.
+    /// Reconnections caught up.
     pub resumed: Counter,
+    /// Catch-ups, by where their events came from.
+    pub catch_ups: Family<ServedLabel, Counter>,
+    /// Events whose frame could not be written, delivered to nobody.
+    pub unencodable: Counter,
     /// Events given by catch-ups.
     pub caught_up: Counter,
     /// Reconnections told to reload (`reset`).
@@ -52,6 +64,7 @@ impl LiveMetrics {
         self.deliveries.inc_by(done.delivered);
         self.dropped_slow.inc_by(done.dropped);
         self.duplicates.inc_by(done.duplicates);
+        self.unencodable.inc_by(done.unencodable);
     }
 
     /// Creates the metrics and registers them.
@@ -63,6 +76,8 @@ impl LiveMetrics {
             dropped_slow: Counter::default(),
             duplicates: Counter::default(),
             resumed: Counter::default(),
+            catch_ups: Family::default(),
+            unencodable: Counter::default(),
             caught_up: Counter::default(),
             resets: Counter::default(),
             refused: Family::default(),
@@ -96,8 +111,18 @@ impl LiveMetrics {
         );
         registry.register(
             "chatlab_live_resumed",
-            "Reconnections (Last-Event-ID) caught up from the topic",
+            "Reconnections (Last-Event-ID) caught up",
             m.resumed.clone(),
+        );
+        registry.register(
+            "chatlab_live_catch_ups",
+            "Catch-ups of reconnections, by where their events came from: memory (the events this instance holds, LIVE_RECENT_EVENTS) or topic (a reader of the topic, a few at a time)",
+            m.catch_ups.clone(),
+        );
+        registry.register(
+            "chatlab_live_unencodable_events",
+            "Events whose live frame could not be written, delivered to nobody (logged)",
+            m.unencodable.clone(),
         );
         registry.register(
             "chatlab_live_caught_up_events",

@@ -17,10 +17,12 @@ pub mod budget;
 pub mod catch_up;
 pub mod cursor;
 pub mod dispatch;
+pub mod frame;
 pub mod hub;
 pub mod known_users;
 pub mod membership;
 pub mod metrics;
+pub mod recent;
 pub mod socket;
 pub mod stream;
 #[cfg(test)]

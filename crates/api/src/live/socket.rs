@@ -10,7 +10,6 @@ use std::time::Duration;
 use actix_web::{HttpRequest, HttpResponse, get, web};
 use actix_ws::{CloseCode, CloseReason, Message};
 use futures_util::StreamExt as _;
-use serde_json::{Value, json};
 
 use super::Live;
 use super::stream::{last_event_id, open, refuse_a_body, stream};
@@ -67,8 +66,10 @@ pub async fn socket(
         let reason = loop {
             tokio::select! {
                 frame = frames.next() => match frame {
-                    Some(Ok(sse)) => {
-                        let Some(text) = to_message(&sse) else { continue };
+                    Some(frame) => {
+                        // A frame with nothing to say on a WebSocket (a
+                        // heartbeat with no position yet) is not sent.
+                        let Some(text) = frame.ws else { continue };
                         if session.text(text).await.is_err() {
                             // The client is gone.
                             return;
@@ -97,59 +98,4 @@ pub async fn socket(
         let _ = tokio::time::timeout(CLOSE_WAIT, session.close(Some(reason))).await;
     });
     Ok(response)
-}
-
-/// One SSE frame of the feed as a WebSocket message: `None` for a frame
-/// with nothing to say (a heartbeat before the tail follows the topic).
-fn to_message(sse: &[u8]) -> Option<String> {
-    let text = std::str::from_utf8(sse).ok()?;
-    let (mut id, mut kind, mut data) = (None, None, None);
-    for line in text.lines() {
-        if let Some(v) = line.strip_prefix("id: ") {
-            id = Some(v);
-        } else if let Some(v) = line.strip_prefix("event: ") {
-            kind = Some(v);
-        } else if let Some(v) = line.strip_prefix("data: ") {
-            data = serde_json::from_str::<Value>(v).ok();
-        }
-    }
-    if kind.is_none() && id.is_none() {
-        return None;
-    }
-    Some(
-        json!({
-            "id": id,
-            "type": kind.unwrap_or("heartbeat"),
-            "data": data,
-        })
-        .to_string(),
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sse_frames_become_json_messages() {
-        let event = to_message(b"id: 0:3,1:7\nevent: message.sent\ndata: {\"a\":1}\n\n").unwrap();
-        let event: Value = serde_json::from_str(&event).unwrap();
-        assert_eq!(
-            event,
-            json!({"id": "0:3,1:7", "type": "message.sent", "data": {"a": 1}})
-        );
-        let beat: Value =
-            serde_json::from_str(&to_message(b": heartbeat\nid: 0:4\n\n").unwrap()).unwrap();
-        assert_eq!(
-            beat,
-            json!({"id": "0:4", "type": "heartbeat", "data": null})
-        );
-        assert!(to_message(b": heartbeat\n\n").is_none());
-        let overflow: Value = serde_json::from_str(
-            &to_message(b"event: overflow\ndata: {\"last_event_id\":\"0:4\"}\n\n").unwrap(),
-        )
-        .unwrap();
-        assert_eq!(overflow["type"], "overflow");
-        assert_eq!(overflow["id"], Value::Null);
-    }
 }

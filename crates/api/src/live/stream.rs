@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 
 use actix_web::{HttpRequest, HttpResponse, get, web};
 use bytes::Bytes;
-use futures_util::Stream;
+use futures_util::{Stream, StreamExt as _};
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
@@ -77,7 +77,7 @@ pub async fn events(
         .insert_header(("cache-control", "no-cache"))
         // Proxies that buffer responses (nginx) must pass this one through.
         .insert_header(("x-accel-buffering", "no"))
-        .streaming(stream(feed)))
+        .streaming(stream(feed).map(|frame| Ok::<_, Infallible>(frame.sse))))
 }
 
 /// The cursor a client resumes from: its `Last-Event-ID` header, else the
@@ -161,17 +161,23 @@ pub(crate) async fn open(
     if let Some(from) = &resume {
         let now: HashSet<Uuid> = chats.iter().copied().collect();
         let at = feed.registration.at.clone();
-        match catch_up::read(&live.source, user, from, at.as_ref(), &now).await {
-            CatchUp::Frames(frames, ids) => {
+        match catch_up::read(&live.source, &live.hub, user, from, at.as_ref(), &now).await {
+            CatchUp::Frames(frames, ids, served) => {
                 let given = live.hub.remember(feed.registration.id, &ids);
                 let frames: Vec<Frame> = frames
                     .into_iter()
                     .filter(|f| !given.contains(&f.event_id))
                     .collect();
                 live.metrics.resumed.inc();
+                live.metrics
+                    .catch_ups
+                    .get_or_create(&super::metrics::ServedLabel {
+                        source: served.label(),
+                    })
+                    .inc();
                 live.metrics.caught_up.inc_by(frames.len() as u64);
                 live.metrics.duplicates.inc_by(given.len() as u64);
-                feed.pending.extend(frames.into_iter().map(|f| f.text));
+                feed.pending.extend(frames);
             }
             CatchUp::Reset(reason) => {
                 live.hub.clear_floor(feed.registration.id);
@@ -203,7 +209,7 @@ pub(crate) struct Feed {
     hub: Arc<Hub>,
     metrics: LiveMetrics,
     /// Frames before the live ones: the catch-up, or a `reset`.
-    pending: VecDeque<Bytes>,
+    pending: VecDeque<Frame>,
     registration: Registration,
     /// The `id:` of the last frame sent.
     last: Option<Bytes>,
@@ -220,43 +226,45 @@ impl Drop for Feed {
 
 impl Feed {
     /// Sends `frame`, remembering its id.
-    fn send(mut self, frame: Frame) -> Option<(Result<Bytes, Infallible>, Self)> {
-        self.last = frame.id();
-        Some((Ok(frame.text), self))
+    fn send(mut self, frame: Frame) -> Option<(Frame, Self)> {
+        if frame.id.is_some() {
+            self.last.clone_from(&frame.id);
+        }
+        Some((frame, self))
     }
 
     /// The hub let go of this connection: a last `overflow` frame if that
     /// was why, then the end.
-    fn ended(mut self) -> Option<(Result<Bytes, Infallible>, Self)> {
+    fn ended(mut self) -> Option<(Frame, Self)> {
         self.finished = true;
         let overflowed = self.registration.state.overflowed.load(Ordering::Acquire);
-        overflowed.then(|| (Ok(overflow_frame(self.last.as_ref())), self))
+        overflowed.then(|| (overflow_frame(self.last.as_ref()), self))
     }
 
     /// A heartbeat, with the hub's position as its id when every frame
     /// before that position has been sent.
-    fn heartbeat(mut self) -> Option<(Result<Bytes, Infallible>, Self)> {
+    fn heartbeat(self) -> Option<(Frame, Self)> {
         let Some(cursor) = self.hub.position_for(self.registration.id) else {
-            return Some((Ok(Bytes::from_static(b": heartbeat\n\n")), self));
+            return Some((Frame::heartbeat(None), self));
         };
-        match self.registration.frames.try_recv() {
-            Ok(frame) => self.send(frame),
-            Err(mpsc::error::TryRecvError::Disconnected) => self.ended(),
+        let mut feed = self;
+        match feed.registration.frames.try_recv() {
+            Ok(frame) => feed.send(frame),
+            Err(mpsc::error::TryRecvError::Disconnected) => feed.ended(),
             Err(mpsc::error::TryRecvError::Empty) => {
-                let id = cursor.to_string();
-                self.last = Some(Bytes::from(id.clone()));
-                Some((Ok(Bytes::from(format!(": heartbeat\nid: {id}\n\n"))), self))
+                feed.send(Frame::heartbeat(Some(&cursor.to_string())))
             }
         }
     }
 }
 
-/// The feed as SSE text: pending frames first, then the live ones and
-/// heartbeats, until the hub lets go.
-pub(crate) fn stream(feed: Feed) -> impl Stream<Item = Result<Bytes, Infallible>> {
+/// The feed, frame by frame: pending frames first, then the live ones and
+/// heartbeats, until the hub lets go. Each transport sends its own form
+/// of each frame.
+pub(crate) fn stream(feed: Feed) -> impl Stream<Item = Frame> {
     futures_util::stream::unfold(feed, |mut feed| async move {
-        if let Some(text) = feed.pending.pop_front() {
-            return Some((Ok(text), feed));
+        if let Some(frame) = feed.pending.pop_front() {
+            return feed.send(frame);
         }
         if feed.finished {
             return None;
@@ -272,21 +280,26 @@ pub(crate) fn stream(feed: Feed) -> impl Stream<Item = Result<Bytes, Infallible>
 }
 
 /// The last frame of a connection that read too slowly.
-fn overflow_frame(last: Option<&Bytes>) -> Bytes {
-    let last = last.map_or_else(
-        || "null".to_owned(),
-        |id| format!("\"{}\"", String::from_utf8_lossy(id)),
-    );
-    Bytes::from(format!(
-        "event: overflow\ndata: {{\"reason\":\"the client read too slowly; reconnect with Last-Event-ID\",\"last_event_id\":{last}}}\n\n"
-    ))
+fn overflow_frame(last: Option<&Bytes>) -> Frame {
+    let last = last.map(|id| String::from_utf8_lossy(id).into_owned());
+    Frame::control(
+        "overflow",
+        None,
+        &serde_json::json!({
+            "reason": "the client read too slowly; reconnect with Last-Event-ID",
+            "last_event_id": last,
+        }),
+    )
 }
 
 /// The first frame of a resumed connection that cannot be caught up: the
 /// live feed's start as its id, so the client, once it has reloaded,
 /// resumes from here.
-fn reset_frame(reason: &str, at: Option<&Cursor>) -> Bytes {
-    let data = serde_json::json!({ "reason": reason });
-    let id = at.map(|c| format!("id: {c}\n")).unwrap_or_default();
-    Bytes::from(format!("{id}event: reset\ndata: {data}\n\n"))
+fn reset_frame(reason: &str, at: Option<&Cursor>) -> Frame {
+    let id = at.map(Cursor::to_string);
+    Frame::control(
+        "reset",
+        id.as_deref(),
+        &serde_json::json!({ "reason": reason }),
+    )
 }

@@ -236,7 +236,7 @@ fn live_streams(settings: &Settings, broker: &Broker, registry: &mut Registry) -
     };
     let life = broker.embedded.as_ref().map(|broker| broker.life());
     Live {
-        hub: Arc::new(live::Hub::new(budget, life)),
+        hub: Arc::new(live::Hub::new(budget, life).holding(settings.live.recent_events)),
         known: Arc::default(),
         metrics: live::LiveMetrics::register(registry),
         buffer: settings.live.buffer,
@@ -246,6 +246,7 @@ fn live_streams(settings: &Settings, broker: &Broker, registry: &mut Registry) -
             bootstrap: broker.bootstrap.clone(),
             topic: settings.kafka.topic.clone(),
             limit: settings.live.catch_up_records,
+            readers: Arc::new(tokio::sync::Semaphore::new(live::catch_up::TOPIC_READERS)),
         },
         ticket_ttl: settings.live.ticket_ttl,
     }

@@ -555,6 +555,7 @@ async fn the_audit_reconciles_a_fabricated_topic_and_table() {
             creator_id: user,
             member_count: 1,
             system_message_id: Uuid::now_v7(),
+            member_ids: vec![user],
         },
         trace_parent: None,
     };

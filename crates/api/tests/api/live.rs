@@ -655,3 +655,72 @@ async fn a_stalled_client_is_cut_off_without_delaying_others_on_three_instances(
     );
     assert_eq!(metric(&c, "chatlab_live_dropped_slow_total").await, 0.0);
 }
+
+/// A delay hop (`chatlab-delay`, in this process) in front of the test
+/// database, and the database's URL through it.
+async fn behind_a_hop(a: &TestApp) -> (chatlab_delay::Proxy, String) {
+    let hop = chatlab_delay::Proxy::start(chatlab_delay::Settings {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        upstream: a.db.server_addr(),
+        distance: chatlab_delay::Distance::default(),
+        control: None,
+    })
+    .await
+    .unwrap();
+    let url = a.db.url_at(hop.local_addr());
+    (hop, url)
+}
+
+/// Live delivery asks nothing of its instance's database: with the
+/// network to it dead, a member connected there still receives a chat
+/// created for them on another instance (whose event names its members),
+/// and the messages that follow in it, while that instance cannot answer
+/// a single query.
+#[tokio::test]
+async fn a_dead_database_delays_no_frame_of_a_new_chat_or_its_messages() {
+    let (a, brokers, topic) = spawn_on_tansu().await;
+    let (hop, url) = behind_a_hop(&a).await;
+    let b = another_instance(&a, &brokers, &topic, &[("DATABASE_URL", url.as_str())]).await;
+    let users = a.bulk_users(2).await;
+    let (ada, bob) = (users[0], users[1]);
+    let mut bobs = Subscriber::connect(&b, bob).await;
+
+    hop.set_blackhole(true);
+    for mode in ["in_tx_await", "after_commit", "outbox"] {
+        let chat: Value = post_chat(&a, mode, &[ada, bob], mode)
+            .await
+            .json()
+            .await
+            .unwrap();
+        let message = post(
+            &a,
+            ada,
+            &format!("/v1/chats/{}/messages", chat["id"].as_str().unwrap()),
+            json!({ "body": mode }),
+            mode,
+        )
+        .await;
+        let (kind, data) = bobs.next().await;
+        assert_eq!(kind, "chat.created", "{mode}: {data}");
+        assert_eq!(data["chat_id"], chat["id"]);
+        assert!(data.get("member_ids").is_none(), "not sent to clients");
+        let (kind, data) = bobs.next().await;
+        assert_eq!(kind, "message.sent", "{mode}: {data}");
+        assert_eq!(data["message_id"], message["id"]);
+    }
+    // B's own writes cannot go through meanwhile: the database really is
+    // out of its reach.
+    let stuck = tokio::time::timeout(
+        Duration::from_secs(2),
+        b.client
+            .get(b.url("/v1/me/chats"))
+            .header("authorization", b.bearer(bob))
+            .send(),
+    )
+    .await;
+    assert!(
+        stuck.is_err() || stuck.is_ok_and(|r| r.is_ok_and(|r| !r.status().is_success())),
+        "a read on B answered while its database was blackholed"
+    );
+    hop.set_blackhole(false);
+}

@@ -27,25 +27,10 @@ fn counted(registry: &Registry, strategy: InsertStrategy) -> f64 {
     .unwrap_or(0.0)
 }
 
-/// The test database's server as an address, and its URL pointed at `at`.
-fn through(db: &TestDb, at: std::net::SocketAddr) -> (std::net::SocketAddr, String) {
-    let mut url = url::Url::parse(db.url()).unwrap();
-    let host = url
-        .host_str()
-        .unwrap_or("127.0.0.1")
-        .replace("localhost", "127.0.0.1");
-    let upstream = format!("{host}:{}", url.port().unwrap_or(5432))
-        .parse()
-        .unwrap();
-    url.set_port(Some(at.port())).unwrap();
-    url.set_host(Some(&at.ip().to_string())).unwrap();
-    (upstream, url.into())
-}
-
 #[tokio::test]
 async fn every_round_trip_on_the_wire_is_one_the_session_counts() {
     let db = TestDb::new().await;
-    let (upstream, _) = through(&db, "127.0.0.1:1".parse().unwrap());
+    let upstream = db.server_addr();
     let proxy = Proxy::start(Settings {
         listen: "127.0.0.1:0".parse().unwrap(),
         upstream,
@@ -55,7 +40,7 @@ async fn every_round_trip_on_the_wire_is_one_the_session_counts() {
     .await
     .unwrap();
     let mut config = db.config();
-    config.url = through(&db, proxy.local_addr()).1.into();
+    config.url = db.url_at(proxy.local_addr()).into();
     // One connection: every statement is prepared on it by the warm-up, as
     // on a pooled connection that has served before.
     config.pool_max_size = 1;
