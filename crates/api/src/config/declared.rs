@@ -287,16 +287,16 @@ pub struct DeclaredSettings {
     pub http_header_timeout_ms: u64,
 
     /// Most open connections per worker; beyond it new connections wait in the kernel's
-    /// backlog
+    /// backlog [default: the process's open-file limit (its soft limit raised to the hard one),
+    /// less 256 and the pools' connections, shared by the workers]
     #[arg(
         long,
         global = true,
         env = "HTTP_MAX_CONNECTIONS_PER_WORKER",
-        default_value = "2048",
         value_parser = RangedU64ValueParser::<usize>::new().range(1..),
         help_heading = "HTTP"
     )]
-    pub http_max_connections_per_worker: usize,
+    pub http_max_connections_per_worker: Option<usize>,
 
     /// Connections the kernel queues on each listener until the server accepts them (the
     /// `listen(2)` backlog, as actix-server's own default; Linux caps it at
@@ -570,8 +570,8 @@ pub struct DeclaredSettings {
 
     /// Most live streams of all users on this instance; one more is a 429 with `Retry-After`.
     /// Must be below `HTTP_WORKERS` × `HTTP_MAX_CONNECTIONS_PER_WORKER`, so that streams
-    /// always leave connections for requests [default: half of HTTP_WORKERS ×
-    /// HTTP_MAX_CONNECTIONS_PER_WORKER]
+    /// always leave connections for requests [default: HTTP_WORKERS ×
+    /// HTTP_MAX_CONNECTIONS_PER_WORKER less a twentieth of it (at least 256, at most half)]
     #[arg(
         long,
         global = true,

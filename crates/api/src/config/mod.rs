@@ -10,6 +10,7 @@
 //! declaration ([`reference`]).
 
 mod declared;
+pub mod descriptors;
 pub mod origins;
 pub mod reference;
 mod typos;
@@ -35,6 +36,9 @@ use chatlab_persistence::receipt_ledger::LedgerSettings;
 use chatlab_persistence::{DbConfig, SessionSettings};
 
 pub use declared::DeclaredSettings;
+
+/// Connections per worker where the open-file limit cannot be read.
+const DEFAULT_CONNECTIONS_PER_WORKER: usize = 2048;
 
 /// A setting that stops startup, or a command line that does not parse.
 #[derive(Debug, thiserror::Error)]
@@ -193,12 +197,12 @@ pub struct LiveSettings {
     pub heartbeat: Duration,
     /// Most topic records one reconnection's catch-up reads.
     pub catch_up_records: u64,
+    /// Events kept in memory for catch-ups.
+    pub recent_events: usize,
     /// Longest a live tail's fetch waits at the broker.
     pub fetch_wait: Duration,
     /// Most streams one user may hold on this instance.
     pub max_streams_per_user: usize,
-    /// Events kept in memory for catch-ups.
-    pub recent_events: usize,
     /// Most streams on this instance, all users together.
     pub max_streams: usize,
     /// How long a live ticket waits to open a stream.
@@ -242,13 +246,13 @@ pub struct Settings {
 
 impl HttpSettings {
     /// The listeners' settings, with the worker count already resolved.
-    fn from_declared(d: &DeclaredSettings, workers: usize) -> Self {
+    fn from_declared(d: &DeclaredSettings, workers: usize, per_worker: usize) -> Self {
         Self {
             addr: d.http_addr,
             ops_addr: d.ops_addr,
             body_timeout: Duration::from_millis(d.http_body_timeout_ms),
             header_timeout: Duration::from_millis(d.http_header_timeout_ms),
-            max_connections_per_worker: d.http_max_connections_per_worker,
+            max_connections_per_worker: per_worker,
             backlog: d.http_backlog,
             workers,
             json_limit_bytes: d.http_json_limit_bytes,
@@ -274,8 +278,9 @@ impl WriteSettings {
 }
 
 impl LiveSettings {
-    /// The live streams' settings; the total stream budget defaults to half
-    /// the connections the listeners admit.
+    /// The live streams' settings; the total stream budget defaults to the
+    /// connections the listeners admit less those kept for requests
+    /// ([`descriptors::streams_for`]).
     fn from_declared(d: &DeclaredSettings, connections: usize) -> Self {
         Self {
             buffer: d.live_buffer_events as usize,
@@ -286,12 +291,15 @@ impl LiveSettings {
             },
             heartbeat: Duration::from_secs(d.live_heartbeat_secs),
             catch_up_records: d.live_catch_up_records,
+            recent_events: d.live_recent_events,
             fetch_wait: Duration::from_millis(d.live_fetch_wait_ms),
             max_streams_per_user: d.live_max_streams_per_user,
-            max_streams: d.live_max_streams.unwrap_or(connections / 2).max(1),
+            max_streams: d
+                .live_max_streams
+                .unwrap_or_else(|| descriptors::streams_for(connections))
+                .max(1),
             ticket_ttl: Duration::from_secs(d.live_ticket_ttl_secs),
         }
-            recent_events: d.live_recent_events,
     }
 }
 
@@ -307,9 +315,16 @@ impl Settings {
     pub fn from_declared(d: DeclaredSettings) -> Result<Self, ConfigError> {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let workers = d.http_workers.unwrap_or(cores).max(1);
-        let connections = workers.saturating_mul(d.http_max_connections_per_worker);
+        let pool_max_size = d.db_pool_max_size.unwrap_or_else(default_pool_size);
+        let per_worker = d.http_max_connections_per_worker.unwrap_or_else(|| {
+            let pools = usize::try_from(pool_max_size).unwrap_or(usize::MAX);
+            descriptors::open_file_limit().map_or(DEFAULT_CONNECTIONS_PER_WORKER, |files| {
+                descriptors::connections_per_worker(files, workers, pools.saturating_mul(workers))
+            })
+        });
+        let connections = workers.saturating_mul(per_worker);
         // Before the fields that move out of `d`.
-        let http = HttpSettings::from_declared(&d, workers);
+        let http = HttpSettings::from_declared(&d, workers, per_worker);
         let writes = WriteSettings::from_declared(&d);
         let live = LiveSettings::from_declared(&d, connections);
         let mut db = DbConfig::with_url(d.database_url);
@@ -317,7 +332,7 @@ impl Settings {
         db.pooling = d.db_pool;
         db.layout = d.db_pool_layout;
         db.blocking_threads = d.db_blocking_threads;
-        db.pool_max_size = d.db_pool_max_size.unwrap_or_else(default_pool_size);
+        db.pool_max_size = pool_max_size;
         db.pool_min_idle = (d.db_pool_min_idle > 0).then_some(d.db_pool_min_idle);
         db.acquire_timeout = Duration::from_millis(d.db_pool_acquire_timeout_ms);
         db.max_lifetime = optional_secs(d.db_pool_max_lifetime_secs);
@@ -663,13 +678,13 @@ mod tests {
     }
 
     #[test]
-    fn streams_take_half_the_connections_by_default_and_never_all() {
+    fn streams_take_all_but_the_requests_share_by_default_and_never_all() {
         let s = Settings::from_vars(vars(&[
             ("HTTP_WORKERS", "2"),
             ("HTTP_MAX_CONNECTIONS_PER_WORKER", "2048"),
         ]))
         .unwrap();
-        assert_eq!(s.live.max_streams, 2048);
+        assert_eq!(s.live.max_streams, 4096 - 256);
         assert_eq!(s.live.max_streams_per_user, 16);
         let err = Settings::from_vars(vars(&[
             ("HTTP_WORKERS", "2"),
@@ -688,6 +703,21 @@ mod tests {
             ("LIVE_MAX_STREAMS", "199"),
         ]));
         assert_eq!(ok.map(|s| s.live.max_streams).ok(), Some(199));
+    }
+
+    #[test]
+    fn connections_follow_the_open_file_limit_by_default() {
+        let s = Settings::from_vars(vars(&[("HTTP_WORKERS", "2"), ("DB_POOL_MAX_SIZE", "10")]))
+            .unwrap();
+        let files = descriptors::open_file_limit().unwrap();
+        assert_eq!(
+            s.http.max_connections_per_worker,
+            descriptors::connections_per_worker(files, 2, 20)
+        );
+        let connections = 2 * s.http.max_connections_per_worker;
+        assert_eq!(s.live.max_streams, descriptors::streams_for(connections));
+        // Every descriptor is accounted for: connections, pools, reserve.
+        assert!(connections as u64 + 20 + descriptors::RESERVED <= files);
     }
 
     #[test]
