@@ -79,6 +79,7 @@ ifeq ($(QUICK),1)
   COLLECTOR_FAULT_DURATION := 4s
   DELIVERY_ARGS := --chats 5 --members 4 --rate 20 --duration 3s --drain 10s --strict
   DELIVERY_KILL_ARGS := --chats 5 --members 4 --rate 20 --duration 8s --kill-broker-at 2s --broker-down 2s --drain 30s --strict
+  DELIVERY_BUSY_ARGS := --quiet 3s --busy 4s --drain 3s --db-rtts 0,blackhole --calibrate-for 1s --max-gap 1s --strict
   HOLD_CHATS := 10
   LAYOUT_ARGS := --vus 10 --duration 2s --warmup 1s --rounds 1 --seed-users 300
   LAYOUT_RATE_ARGS := --vus 100 --duration 2s --warmup 1s --rounds 1 --seed-users 300
@@ -123,6 +124,7 @@ else
   COLLECTOR_FAULT_DURATION := 15s
   DELIVERY_ARGS := --chats 50 --members 20 --rate 100 --duration 30s --drain 15s
   DELIVERY_KILL_ARGS := --chats 50 --members 20 --rate 100 --duration 30s --kill-broker-at 10s --broker-down 5s --drain 30s
+  DELIVERY_BUSY_ARGS :=
   HOLD_CHATS := 300
   LAYOUT_ARGS := --vus 20 --duration 5s --warmup 3s --rounds 5 --baseline
   LAYOUT_RATE_ARGS := --vus 200 --duration 15s --warmup 3s --rounds 3
@@ -206,7 +208,7 @@ RUNS ?= 50
 
 .PHONY: demo demo-plan loadtest loadtest-create loadtest-hold loadtest-seed001 loadtest-ramp bench-baseline \
         loadtest-crosscheck loadtest-pool loadtest-poolsize loadtest-driver loadtest-concurrency \
-        loadtest-tracing loadtest-layout loadtest-syncs loadtest-fanout loadtest-fanout-copy loadtest-read-side loadtest-read-mixed loadtest-markers loadtest-crossover loadtest-distance loadtest-distance-drivers loadtest-distance-pool loadtest-kafka-distance loadtest-pgbouncer pgbouncer-matrix profile loadtest-delivery loadtest-delivery-body loadtest-delivery-broker-kill loadtest-smoke load-build load-db broker-check events-stress \
+        loadtest-tracing loadtest-layout loadtest-syncs loadtest-fanout loadtest-fanout-copy loadtest-read-side loadtest-read-mixed loadtest-markers loadtest-crossover loadtest-distance loadtest-distance-drivers loadtest-distance-pool loadtest-kafka-distance loadtest-pgbouncer pgbouncer-matrix profile loadtest-delivery loadtest-delivery-body loadtest-delivery-broker-kill loadtest-delivery-busy loadtest-smoke load-build load-db broker-check events-stress \
         fault-db fault-broker fault-server fault-cancel fault-retry fault-collector fault-slow-clients soak faults
 .PHONY: help run build release profiling-build test browser-test fuzz fmt fmt-check lint layering docs settings-docs schema-check deps-check \
         openapi docker-check k6-check db db-stop broker broker-stop ci clean-testdbs up down loadtest-docker dashboard-check
@@ -358,6 +360,21 @@ loadtest-delivery-broker-kill: load-build load-db ## @write Live delivery throug
 	$(LOAD) delivery --database-url $(LOAD_DATABASE_URL) --tansu-bin $$(scripts/ensure-tansu.sh --print-bin) \
 	    --variants $(DELIVERY_KILL_VARIANTS) --env LIVE_FETCH_WAIT_MS=$(LIVE_FETCH_WAIT_MS) --env KAFKA_SEND_TIMEOUT_MS=15000 \
 	    --out results/delivery-broker-kill-$$(date -u +%Y%m%dT%H%M%SZ) $(DELIVERY_KILL_ARGS)
+
+# Does live delivery wait on the database? A member listens on one
+# instance while a sender posts to their chat every 500 ms: its latency
+# from the POST's answer to the frame, quiet and then while 8 clients
+# create chats flat out, per publish mode, with that instance's database
+# straight, 5 ms and 20 ms away, and blackholed for the busy phase (the
+# writes then go to a second instance whose database is straight). Each
+# cell renders busy p99 − quiet p99 and whether it is within 100 ms.
+# QUICK=1 (CI, on the debug build beside everything else): straight and
+# blackholed only, fails when a message is missing or repeated or a gap
+# exceeds 1 s (a wait on the dead database would never end); the 100 ms
+# verdict is the release run's.
+loadtest-delivery-busy: load-build load-db ## @write Does live delivery wait on the database? A member's message latency quiet and while chats are created flat out, per publish mode, DB straight, 5 ms, 20 ms away and blackholed
+	$(LOAD) delivery-busy --database-url $(LOAD_DATABASE_URL) --tansu-bin $$(scripts/ensure-tansu.sh --print-bin) \
+	    --env LIVE_FETCH_WAIT_MS=$(LIVE_FETCH_WAIT_MS) --out results/delivery-busy-$$(date -u +%Y%m%dT%H%M%SZ) $(DELIVERY_BUSY_ARGS)
 
 # What the pool's layout does, per strategy: at saturation (20 VUs) beside
 # pgbench on the same SQL; at a fixed open-model rate per strategy

@@ -17,6 +17,9 @@
 //!   hang-ups, or a soak), then the invariants;
 //! - `delivery`: commit-to-screen latency per publish mode, over live
 //!   connections to several instances sharing a broker;
+//! - `delivery-busy`: does live delivery wait on the database? A member's
+//!   message latency quiet and while chats are created flat out, per
+//!   publish mode and distance to PostgreSQL, a blackholed one included;
 //! - `syncs`: what one Sync is worth, straight to PostgreSQL;
 //! - `markers`: read markers at a steady rate, per mode and fan-out;
 //! - `crossover`: where COPY starts to beat INSERT, straight to PostgreSQL;
@@ -49,8 +52,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use crate::commands::{
-    baseline, broker_check, charts, crosscheck, crossover, delivery, docs, fault, intervals,
-    markers, matrix, run, syncs,
+    baseline, broker_check, charts, crosscheck, crossover, delivery, delivery_busy, docs, fault,
+    intervals, markers, matrix, run, syncs,
 };
 
 #[derive(Debug, Parser)]
@@ -94,6 +97,11 @@ enum Command {
     /// writer's latency and pooled connection time beside the delivery
     /// latency, with deliveries lost and repeated.
     Delivery(delivery::DeliveryArgs),
+    /// Does live delivery wait on the database? A member's message latency
+    /// on its live stream, quiet and while other clients create chats flat
+    /// out, per publish mode and distance to PostgreSQL (a blackholed one
+    /// included), with the gap between the two p99s and a verdict.
+    DeliveryBusy(delivery_busy::DeliveryBusyArgs),
     /// What one Sync is worth: the `pipeline` strategy's transaction straight
     /// to PostgreSQL, under one Sync (pgbench's pipeline) against one per
     /// statement (tokio-postgres, joined or awaited) and pgbench without a
@@ -126,6 +134,7 @@ async fn main() -> ExitCode {
         Command::BrokerCheck(args) => broker_check::run(args).await,
         Command::Fault(args) => fault::run(args).await,
         Command::Delivery(args) => delivery::run(args).await,
+        Command::DeliveryBusy(args) => delivery_busy::run(args).await,
         Command::Syncs(args) => syncs::syncs(args).await,
         Command::Markers(args) => markers::markers(args).await,
         Command::Crossover(args) => crossover::crossover(args).await,

@@ -8,6 +8,7 @@ pub(crate) mod charts;
 pub(crate) mod crosscheck;
 pub(crate) mod crossover;
 pub(crate) mod delivery;
+pub(crate) mod delivery_busy;
 pub(crate) mod docs;
 pub(crate) mod fault;
 pub(crate) mod intervals;

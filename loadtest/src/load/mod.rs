@@ -4,7 +4,9 @@
 
 pub(crate) mod auth;
 pub(crate) mod choice;
+pub(crate) mod created;
 pub(crate) mod latency;
+pub(crate) mod live_stream;
 pub(crate) mod measure;
 pub(crate) mod runner;
 pub(crate) mod scenario;
