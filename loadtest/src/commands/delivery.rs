@@ -22,10 +22,14 @@ use serde_json::{Value, json};
 use tokio::sync::{Semaphore, mpsc};
 use uuid::Uuid;
 
+mod storm;
+
 use crate::commands::machine_note;
 use crate::error::LoadError;
 use crate::load::auth::{DEFAULT_ISSUER, Signer};
+use crate::load::created::created_id;
 use crate::load::latency::Latencies;
+use crate::load::live_stream::Sighting;
 use crate::load::scenario::seed_users;
 use crate::load::schedule::parse_duration;
 use crate::observe::prom::{Exposition, HistogramSnapshot};
@@ -110,6 +114,13 @@ pub struct DeliveryArgs {
     /// How long a killed broker stays down.
     #[arg(long, default_value = "3s", value_parser = parse_duration)]
     broker_down: Duration,
+    /// Cut every live stream this long after the writes start and open them
+    /// all again at once, each with `Last-Event-ID` of the last id it
+    /// carried (a reconnect storm); the storm's table then says how long
+    /// until all were back, where their catch-ups came from, and the
+    /// subscriber instances' broker connections and memory at the peak.
+    #[arg(long, value_parser = parse_duration)]
+    reconnect_at: Option<Duration>,
 }
 
 /// One row of the table.
@@ -137,6 +148,8 @@ struct Row {
     /// Largest RSS of a subscriber instance before the connections opened
     /// and after the writes, MiB.
     rss_mib: (f64, f64),
+    /// The reconnect storm, if the run had one.
+    storm: Option<storm::Storm>,
 }
 
 impl Row {
@@ -145,6 +158,9 @@ impl Row {
     /// reach the topic; the feed still owes every message that reached it.
     fn is_clean(&self, broker_killed: bool) -> bool {
         let lost = self.expected.saturating_sub(self.delivered);
+        if self.storm.as_ref().is_some_and(|s| s.lost > 0) {
+            return false;
+        }
         if broker_killed {
             lost == self.unpublished && self.duplicated == 0
         } else {
@@ -152,10 +168,6 @@ impl Row {
         }
     }
 }
-
-/// What a subscriber saw: its index, the message, when, and the bytes of
-/// its frame.
-type Sighting = (usize, Uuid, Instant, usize);
 
 /// Runs every variant; whether nothing was lost or repeated.
 pub async fn run(args: DeliveryArgs) -> Result<bool, LoadError> {
@@ -194,7 +206,18 @@ pub async fn run(args: DeliveryArgs) -> Result<bool, LoadError> {
         let path = args.out.join("table.md");
         std::fs::write(&path, to_markdown(&rows)).map_err(|e| LoadError::file(&path, e))?;
     }
-    let table = to_markdown(&rows);
+    let mut table = to_markdown(&rows);
+    let storms: Vec<(String, storm::Storm)> = rows
+        .iter()
+        .filter_map(|r| Some((r.variant.clone(), r.storm.clone()?)))
+        .collect();
+    if !storms.is_empty() {
+        table.push_str(&format!(
+            "\nThe reconnect storm, {} into the writes:\n\n{}",
+            humantime::format_duration(args.reconnect_at.unwrap_or_default()),
+            storm::to_markdown(&storms)
+        ));
+    }
     let notes = notes(&args);
     let path = args.out.join("results.md");
     std::fs::write(
@@ -266,20 +289,42 @@ async fn run_cell(
         .skip(usize::from(fleet.servers.len() > 1))
         .map(|s| s.pid)
         .collect();
-    let rss_before = largest_rss(&subscriber_pids);
-    let Streams {
-        readers,
-        mut seen,
-        mut cuts,
-    } = open_streams(client, &urls, &bearers).await?;
+    let rss_before = storm::largest_rss(&subscriber_pids);
+    // Every member listens on every instance but the writers' (or on it,
+    // when it is the only one).
+    let mut streams = storm::Streams::open(client, &bearers, |index| {
+        if urls.len() > 1 {
+            urls[1 + index % (urls.len() - 1)].clone()
+        } else {
+            urls[0].clone()
+        }
+    })
+    .await?;
     // Let the chats' own creation events go by before the clock starts.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    while seen.try_recv().is_ok() {}
+    while streams.seen.try_recv().is_ok() {}
 
+    let subscriber_ops: Vec<String> = fleet
+        .servers
+        .iter()
+        .skip(usize::from(fleet.servers.len() > 1))
+        .map(|s| s.ops_url.clone())
+        .collect();
+    let watched = storm::Watched {
+        pids: &subscriber_pids,
+        ops_urls: &subscriber_ops,
+        broker_port: port_of(&broker.address)?,
+    };
     let before = scrape(client, &writer_ops).await?;
-    let (writes, killed) = tokio::join!(
+    let (writes, killed, storm) = tokio::join!(
         write(client, &writer_url, &chats, &bearers, args),
-        broker_fault(args, &mut broker, &variant.name)
+        broker_fault(args, &mut broker, &variant.name),
+        async {
+            let at = args.reconnect_at?;
+            tokio::time::sleep(at).await;
+            println!("{}: every stream cut and reopened", variant.name);
+            Some(storm::storm(client, &mut streams, &bearers, &watched).await)
+        }
     );
     killed?;
     let after = scrape(client, &writer_ops).await?;
@@ -287,13 +332,22 @@ async fn run_cell(
     let mut row = Row {
         variant: variant.name.clone(),
         per_instance: users.len().div_ceil(subscriber_pids.len().max(1)),
-        rss_mib: (rss_before, largest_rss(&subscriber_pids)),
+        rss_mib: (rss_before, storm::largest_rss(&subscriber_pids)),
+        storm,
         hold: after
             .histogram("db_client_connection_use_time_seconds", &[])
             .since(&before.histogram("db_client_connection_use_time_seconds", &[])),
         ..Row::default()
     };
-    let (expected, got) = tally(&mut row, &writes, &chats, &mut seen, &mut cuts, args.drain).await;
+    let (expected, got) = tally(
+        &mut row,
+        &writes,
+        &chats,
+        &mut streams.seen,
+        &mut streams.cuts,
+        args.drain,
+    )
+    .await;
     if row.delivered < row.expected {
         let published = messages_in_topic(&broker.address, &topic).await?;
         row.unpublished = expected
@@ -301,9 +355,7 @@ async fn run_cell(
             .filter(|key| !got.contains_key(key) && !published.contains(&key.1))
             .count() as u64;
     }
-    for reader in readers {
-        reader.abort();
-    }
+    streams.abort();
     drop(fleet);
     drop(broker);
     Ok(row)
@@ -322,59 +374,6 @@ async fn broker_fault(
     tokio::time::sleep(at).await;
     println!("{variant}: broker killed, down for {:?}", args.broker_down);
     broker.kill_and_restart(args.broker_down).await
-}
-
-/// The live streams of every member, each read by a task of its own.
-struct Streams {
-    /// The readers, aborted when the cell ends.
-    readers: Vec<tokio::task::JoinHandle<()>>,
-    /// Every message a subscriber saw.
-    seen: mpsc::UnboundedReceiver<Sighting>,
-    /// A subscriber index per stream the server cut.
-    cuts: mpsc::UnboundedReceiver<usize>,
-}
-
-/// Opens a live stream per bearer, on every instance but the writer's
-/// (`urls[0]`), or on it when it is the only one.
-async fn open_streams(
-    client: &reqwest::Client,
-    urls: &[String],
-    bearers: &[HeaderValue],
-) -> Result<Streams, LoadError> {
-    let (seen_tx, seen_rx) = mpsc::unbounded_channel::<Sighting>();
-    let (cut_tx, cut_rx) = mpsc::unbounded_channel::<usize>();
-    let mut readers = Vec::with_capacity(bearers.len());
-    for (index, bearer) in bearers.iter().enumerate() {
-        let url = if urls.len() > 1 {
-            &urls[1 + index % (urls.len() - 1)]
-        } else {
-            &urls[0]
-        };
-        let resp = client
-            .get(format!("{url}/v1/events"))
-            .header(AUTHORIZATION, bearer.clone())
-            .send()
-            .await
-            .map_err(|e| LoadError::http("opening a live stream", e))?;
-        if !resp.status().is_success() {
-            return Err(LoadError::http(
-                "opening a live stream",
-                format!("{}", resp.status()),
-            ));
-        }
-        readers.push(tokio::spawn(read_stream(
-            resp,
-            index,
-            seen_tx.clone(),
-            cut_tx.clone(),
-        )));
-    }
-    drop((seen_tx, cut_tx));
-    Ok(Streams {
-        readers,
-        seen: seen_rx,
-        cuts: cut_rx,
-    })
 }
 
 /// Counts into `row` the writes, the deliveries each subscriber was due
@@ -495,14 +494,7 @@ async fn write(
         tasks.push(tokio::spawn(async move {
             let _permit = permit;
             let start = Instant::now();
-            let id = match request.timeout(Duration::from_secs(30)).send().await {
-                Ok(resp) if resp.status().as_u16() == 201 => resp
-                    .json::<Value>()
-                    .await
-                    .ok()
-                    .and_then(|v| v["id"].as_str()?.parse().ok()),
-                _ => None,
-            };
+            let id = created_id(request.timeout(Duration::from_secs(30)).send().await).await;
             Write {
                 chat,
                 start,
@@ -528,53 +520,13 @@ fn text(i: usize, chars: usize) -> String {
     text
 }
 
-/// Reads one live stream, reporting each `message.sent` it carries, and
-/// a cut (`overflow`, `reset`, or the stream's end).
-async fn read_stream(
-    mut resp: reqwest::Response,
-    index: usize,
-    seen: mpsc::UnboundedSender<Sighting>,
-    cut: mpsc::UnboundedSender<usize>,
-) {
-    let mut buffer: Vec<u8> = Vec::new();
-    loop {
-        let chunk = match resp.chunk().await {
-            Ok(Some(chunk)) => chunk,
-            _ => {
-                let _ = cut.send(index);
-                return;
-            }
-        };
-        let at = Instant::now();
-        buffer.extend_from_slice(&chunk);
-        while let Some(end) = buffer.windows(2).position(|w| w == b"\n\n") {
-            let frame: Vec<u8> = buffer.drain(..end + 2).collect();
-            let text = String::from_utf8_lossy(&frame);
-            if text.contains("\nevent: overflow\n") || text.contains("\nevent: reset\n") {
-                let _ = cut.send(index);
-            }
-            if !text.contains("event: message.sent\n") {
-                continue;
-            }
-            if let Some(id) = text
-                .split("\"message_id\":\"")
-                .nth(1)
-                .and_then(|rest| rest.get(..36))
-                .and_then(|id| id.parse::<Uuid>().ok())
-                && seen.send((index, id, at, frame.len())).is_err()
-            {
-                return;
-            }
-        }
-    }
-}
-
-/// The largest RSS among `pids`, MiB.
-fn largest_rss(pids: &[u32]) -> f64 {
-    pids.iter()
-        .filter_map(|&pid| crate::observe::procstat::sample(pid))
-        .map(|s| s.rss_mib)
-        .fold(0.0, f64::max)
+/// The port of a broker's `host:port` address.
+fn port_of(address: &str) -> Result<u16, LoadError> {
+    address
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .ok_or_else(|| LoadError::Broker(format!("no port in the broker's address {address:?}")))
 }
 
 /// One chat per `members` consecutive users, created by the first: its id
@@ -668,7 +620,7 @@ fn notes(args: &DeliveryArgs) -> String {
          the write's start (before the POST is sent) to the frame's arrival at \
          the subscriber; a delivery is lost when it did not arrive within {:?} \
          of the last write. The pooled connection time is every checkout on the \
-         writers' instance during the writes (the outbox relay's included).{}\n\n{}\n",
+         writers' instance during the writes (the outbox relay's included).{}{}\n\n{}\n",
         args.instances,
         args.tansu_storage,
         args.chats * args.members,
@@ -687,6 +639,21 @@ fn notes(args: &DeliveryArgs) -> String {
              again on the same storage {:?} later; \"not in the topic\" counts \
              the lost deliveries whose message's event never reached the broker.",
             args.broker_down
+        )),
+        args.reconnect_at.map_or_else(String::new, |at| format!(
+            " {} into the writes every stream was cut (the client dropped its \
+             connection) and all were opened again at once, each with \
+             `Last-Event-ID` of the last id it carried, a refused or failed \
+             open retried every {} ms (at most {} times): \"all back\" runs \
+             from the cut to the last stream's answer; catch-ups and broker \
+             connections are the subscriber instances' own (their \
+             `chatlab_live_catch_ups_total` by source, and their TCP \
+             connections to the broker's port sampled every {} ms); deliveries \
+             owed across the cut count in the main table, missed or repeated.",
+            humantime::format_duration(at),
+            storm::RETRY_AFTER.as_millis(),
+            storm::ATTEMPTS,
+            storm::SAMPLE_EVERY.as_millis(),
         )),
         machine_note()
     )

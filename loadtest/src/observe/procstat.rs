@@ -161,9 +161,58 @@ fn listening_inodes(table: &str, port: u16) -> Vec<String> {
         .collect()
 }
 
+/// TCP connections of process `pid` to a peer's `port` (a broker's, say),
+/// in any state but listening: the sockets in `/proc/net/tcp*` whose
+/// remote port is `port`, counted among the process's descriptors.
+pub fn connections_to(pid: u32, port: u16) -> Option<usize> {
+    let inodes: std::collections::HashSet<String> = ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|p| fs::read_to_string(p).ok())
+        .flat_map(|t| inodes_to_port(&t, port))
+        .map(|inode| format!("socket:[{inode}]"))
+        .collect();
+    let fds = fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+    Some(
+        fds.flatten()
+            .filter_map(|fd| fs::read_link(fd.path()).ok())
+            .filter(|target| inodes.contains(target.to_string_lossy().as_ref()))
+            .count(),
+    )
+}
+
+/// The inodes of the sockets of a `/proc/net/tcp` table whose remote port
+/// is `port`.
+fn inodes_to_port(table: &str, port: u16) -> Vec<String> {
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let remote_port = f.get(2)?.rsplit(':').next()?;
+            (u16::from_str_radix(remote_port, 16).ok()? == port)
+                .then(|| f.get(9).map(|s| (*s).to_owned()))
+                .flatten()
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_process_connection_to_a_port_is_counted_and_others_are_not() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let me = std::process::id();
+        assert_eq!(connections_to(me, port), Some(0));
+        let _one = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let _two = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        // Both ends are this process's: the accepted ones have `port` as
+        // their local port, not their remote one, and are not counted.
+        let _accepted = listener.accept().unwrap();
+        assert_eq!(connections_to(me, port), Some(2));
+    }
 
     #[test]
     fn parses_status_and_stat() {
