@@ -45,10 +45,13 @@ pub(crate) async fn run_cell(
     let dir = args.out.join(format!("{mode}-{}", distance.slug()));
     let broker = Broker::start(&args.tansu_bin, &dir.join("broker"), args.tansu_storage).await?;
     let signer = Arc::new(Signer::generate(DEFAULT_ISSUER)?);
+    // One topic for both instances: the live one reads what the writer
+    // publishes.
+    let topic = topic_of(&dir);
     let spec = |name: &str, database_url: &str| {
         let mut env = vec![
             ("KAFKA_BROKERS".to_owned(), broker.address.clone()),
-            ("KAFKA_TOPIC".to_owned(), topic_of(&dir)),
+            ("KAFKA_TOPIC".to_owned(), topic.clone()),
             ("KAFKA_PUBLISH_MODE".to_owned(), mode.as_str().to_owned()),
             ("RUST_LOG".to_owned(), "warn".to_owned()),
             ("LOG_FORMAT".to_owned(), "json".to_owned()),
