@@ -22,6 +22,7 @@ use serde_json::{Value, json};
 use tokio::sync::{Semaphore, mpsc};
 use uuid::Uuid;
 
+mod lag;
 mod storm;
 
 use crate::commands::machine_note;
@@ -121,6 +122,10 @@ pub struct DeliveryArgs {
     /// subscriber instances' broker connections and memory at the peak.
     #[arg(long, value_parser = parse_duration)]
     reconnect_at: Option<Duration>,
+    /// How long the streams sit idle (heartbeats only) before the writes,
+    /// while the subscriber instances' CPU is measured.
+    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    idle: Duration,
 }
 
 /// One row of the table.
@@ -150,6 +155,19 @@ struct Row {
     rss_mib: (f64, f64),
     /// The reconnect storm, if the run had one.
     storm: Option<storm::Storm>,
+    /// Why the topic could not be read back to tell lost deliveries whose
+    /// message never reached it (all then count as lost).
+    topic_unread: Option<String>,
+    /// The busiest subscriber instance's CPU while the streams sat idle,
+    /// percent of one core (`None`: no idle window).
+    idle_cpu: Option<f64>,
+    /// The subscriber instances' own `chatlab_live_delay_seconds` over the
+    /// writes: from the event's creation to its hand-over to the
+    /// connections.
+    server_delay: HistogramSnapshot,
+    /// How late this process's 10 ms timer fired during the writes: the
+    /// client's own share of a delivery's latency.
+    client_lag: Latencies,
 }
 
 impl Row {
@@ -207,6 +225,15 @@ pub async fn run(args: DeliveryArgs) -> Result<bool, LoadError> {
         std::fs::write(&path, to_markdown(&rows)).map_err(|e| LoadError::file(&path, e))?;
     }
     let mut table = to_markdown(&rows);
+    table.push_str(&format!(
+        "\nWhere the time went: the subscriber instances' own delay (from an event's \
+         creation to its hand-over to the connections, their `chatlab_live_delay_seconds` \
+         over the writes and the drain; its p99 interpolated within a bucket) beside the \
+         delivery latency the client measured, and how late the client's own 10 ms timer \
+         fired meanwhile (its share: a frame that arrived waits at least that long to be \
+         read).\n\n{}",
+        costs_markdown(&rows)
+    ));
     let storms: Vec<(String, storm::Storm)> = rows
         .iter()
         .filter_map(|r| Some((r.variant.clone(), r.storm.clone()?)))
@@ -216,6 +243,13 @@ pub async fn run(args: DeliveryArgs) -> Result<bool, LoadError> {
             "\nThe reconnect storm, {} into the writes:\n\n{}",
             humantime::format_duration(args.reconnect_at.unwrap_or_default()),
             storm::to_markdown(&storms)
+        ));
+    }
+    for row in rows.iter().filter(|r| r.topic_unread.is_some()) {
+        table.push_str(&format!(
+            "\n{}: the topic could not be read back after the run ({}), so \"of them not in the topic\" counts nothing.\n",
+            row.variant,
+            row.topic_unread.as_deref().unwrap_or_default()
         ));
     }
     let notes = notes(&args);
@@ -315,7 +349,10 @@ async fn run_cell(
         ops_urls: &subscriber_ops,
         broker_port: port_of(&broker.address)?,
     };
+    let idle_cpu = idle_cpu(&subscriber_pids, args.idle).await;
     let before = scrape(client, &writer_ops).await?;
+    let delay_before = delay_of(client, &subscriber_ops).await;
+    let lag = lag::Watch::start();
     let (writes, killed, storm) = tokio::join!(
         write(client, &writer_url, &chats, &bearers, args),
         broker_fault(args, &mut broker, &variant.name),
@@ -327,6 +364,7 @@ async fn run_cell(
         }
     );
     killed?;
+    let client_lag = lag.stop().await;
     let after = scrape(client, &writer_ops).await?;
 
     let mut row = Row {
@@ -334,6 +372,8 @@ async fn run_cell(
         per_instance: users.len().div_ceil(subscriber_pids.len().max(1)),
         rss_mib: (rss_before, storm::largest_rss(&subscriber_pids)),
         storm,
+        idle_cpu,
+        client_lag,
         hold: after
             .histogram("db_client_connection_use_time_seconds", &[])
             .since(&before.histogram("db_client_connection_use_time_seconds", &[])),
@@ -348,12 +388,22 @@ async fn run_cell(
         args.drain,
     )
     .await;
+    row.server_delay = delay_of(client, &subscriber_ops).await.since(&delay_before);
     if row.delivered < row.expected {
-        let published = messages_in_topic(&broker.address, &topic).await?;
-        row.unpublished = expected
-            .keys()
-            .filter(|key| !got.contains_key(key) && !published.contains(&key.1))
-            .count() as u64;
+        match messages_in_topic(&broker.address, &topic).await {
+            Ok(published) => {
+                row.unpublished = expected
+                    .keys()
+                    .filter(|key| !got.contains_key(key) && !published.contains(&key.1))
+                    .count() as u64;
+            }
+            // The broker may be what failed: say so, and count every lost
+            // delivery as lost.
+            Err(e) => {
+                println!("{}: the topic could not be read back: {e}", variant.name);
+                row.topic_unread = Some(e.to_string());
+            }
+        }
     }
     streams.abort();
     drop(fleet);
@@ -520,6 +570,33 @@ fn text(i: usize, chars: usize) -> String {
     text
 }
 
+/// The busiest of `pids`' CPU over `window`, percent of one core; `None`
+/// for an empty window.
+async fn idle_cpu(pids: &[u32], window: Duration) -> Option<f64> {
+    if window.is_zero() {
+        return None;
+    }
+    let cpu = |pid: u32| crate::observe::procstat::sample(pid).map(|s| s.cpu_secs);
+    let before: Vec<Option<f64>> = pids.iter().map(|&p| cpu(p)).collect();
+    tokio::time::sleep(window).await;
+    pids.iter()
+        .zip(before)
+        .filter_map(|(&pid, then)| Some(cpu(pid)? - then?))
+        .map(|secs| secs / window.as_secs_f64() * 100.0)
+        .reduce(f64::max)
+}
+
+/// The live delay histogram summed over the instances at `ops_urls`.
+async fn delay_of(client: &reqwest::Client, ops_urls: &[String]) -> HistogramSnapshot {
+    let mut total = HistogramSnapshot::default();
+    for ops in ops_urls {
+        if let Some(exposition) = crate::observe::sampler::scrape(client, ops).await {
+            total = total.add(&exposition.histogram("chatlab_live_delay_seconds", &[]));
+        }
+    }
+    total
+}
+
 /// The port of a broker's `host:port` address.
 fn port_of(address: &str) -> Result<u16, LoadError> {
     address
@@ -611,18 +688,51 @@ fn to_markdown(rows: &[Row]) -> String {
     out
 }
 
+/// The second table: the server's share and the client's, the idle CPU.
+fn costs_markdown(rows: &[Row]) -> String {
+    let mut out = String::from(
+        "| variant | delivery p50 ms | p99 ms | server delay mean ms | server p99 ms (within its bucket) | client timer lag p50 ms | p99 ms | max ms | idle CPU of the busiest subscriber instance, % of a core | its RSS growth per connection KiB |\n\
+         |---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for r in rows {
+        out.push_str(&format!(
+            "| {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.1} | {} | {:.1} |\n",
+            r.variant,
+            r.delivery.quantile_ms(0.5),
+            r.delivery.quantile_ms(0.99),
+            r.server_delay.mean() * 1e3,
+            r.server_delay.quantile(0.99) * 1e3,
+            r.client_lag.quantile_ms(0.5),
+            r.client_lag.quantile_ms(0.99),
+            r.client_lag.max_ms(),
+            r.idle_cpu
+                .map_or_else(|| "–".to_owned(), |cpu| format!("{cpu:.1}")),
+            (r.rss_mib.1 - r.rss_mib.0) * 1024.0 / r.per_instance.max(1) as f64,
+        ));
+    }
+    out
+}
+
 fn notes(args: &DeliveryArgs) -> String {
     format!(
-        "{} instances share one tansu broker ({:?} storage) and the database; \
-         instance 1 takes the writes, the others hold the {} live connections \
+        "{} on one tansu broker ({:?} storage) and the database; {} the {} live connections \
          ({} chats of {} members, every member connected). Messages{} at {} per \
          second for {:?}, round robin over the chats. Delivery latency runs from \
          the write's start (before the POST is sent) to the frame's arrival at \
          the subscriber; a delivery is lost when it did not arrive within {:?} \
          of the last write. The pooled connection time is every checkout on the \
          writers' instance during the writes (the outbox relay's included).{}{}\n\n{}\n",
-        args.instances,
+        if args.instances == 1 {
+            "One instance".to_owned()
+        } else {
+            format!("{} instances share", args.instances)
+        },
         args.tansu_storage,
+        if args.instances == 1 {
+            "it takes the writes and holds"
+        } else {
+            "instance 1 takes the writes, the others hold"
+        },
         args.chats * args.members,
         args.chats,
         args.members,

@@ -226,7 +226,9 @@ fn results_md(
          a sender posts a message to the chat they share every {} to the writing instance. \
          A message's latency runs from the moment its POST's 201 answer arrived to the moment its \
          `message.sent` frame arrived on the member's stream (one process, one monotonic clock; a \
-         frame that came before its answer counts as 0). The quiet phase runs {} with the probe alone; \
+         frame that came before its answer counts as 0 and in \"before the answer\": with the event \
+         published inside the transaction, the frame can beat the commit's own round trip; \
+         the p99 from the POST's start carries the write's time too). The quiet phase runs {} with the probe alone; \
          the busy phase {} with {} client tasks beside it on the writing instance, each creating chats \
          back to back (POST /v1/chats, {} members drawn from {} other users, never the member or the \
          sender). After each phase its late frames have {}; a message not seen by then is missing. \

@@ -36,10 +36,11 @@ pub(crate) struct Probe {
     pub(crate) every: Duration,
 }
 
-/// One probe POST: the message's id if it was written (201), and when
-/// the answer arrived.
+/// One probe POST: the message's id if it was written (201), when it was
+/// sent and when its answer arrived.
 pub(crate) struct Posted {
     id: Option<Uuid>,
+    sent: Instant,
     answered: Instant,
 }
 
@@ -60,6 +61,8 @@ pub(crate) struct Deliveries {
     pub(crate) early: u64,
     /// From the POST's answer to the frame, per received probe.
     pub(crate) latency: Latencies,
+    /// From the POST's start to the frame (the write's own time included).
+    pub(crate) from_start: Latencies,
 }
 
 impl Probe {
@@ -83,11 +86,13 @@ impl Probe {
                 .timeout(POST_TIMEOUT)
                 .json(&json!({ "body": format!("busy probe {}", tasks.len()) }));
             tasks.push(tokio::spawn(async move {
+                let sent = Instant::now();
                 let id = created_id(request.send().await).await;
                 // The answer's arrival: its body is read by now, as a
                 // client would have it.
                 Posted {
                     id,
+                    sent,
                     answered: Instant::now(),
                 }
             }));
@@ -111,11 +116,11 @@ pub(crate) async fn tally(
     drain: Duration,
 ) -> Deliveries {
     let mut out = Deliveries::default();
-    let mut expected: HashMap<Uuid, Instant> = HashMap::with_capacity(posted.len());
+    let mut expected: HashMap<Uuid, (Instant, Instant)> = HashMap::with_capacity(posted.len());
     for p in posted {
         match p.id {
             Some(id) => {
-                expected.insert(id, p.answered);
+                expected.insert(id, (p.sent, p.answered));
             }
             None => out.failed += 1,
         }
@@ -142,12 +147,12 @@ pub(crate) async fn tally(
 /// Counts one sighting of `message` at `at` into `out`.
 fn count(
     out: &mut Deliveries,
-    expected: &HashMap<Uuid, Instant>,
+    expected: &HashMap<Uuid, (Instant, Instant)>,
     got: &mut HashMap<Uuid, u32>,
     message: Uuid,
     at: Instant,
 ) {
-    let Some(answered) = expected.get(&message) else {
+    let Some(&(sent, answered)) = expected.get(&message) else {
         return;
     };
     let times = got.entry(message).or_default();
@@ -157,11 +162,13 @@ fn count(
         return;
     }
     out.received += 1;
-    if at < *answered {
+    if at < answered {
         out.early += 1;
     }
     out.latency
-        .record_micros(at.saturating_duration_since(*answered).as_micros() as u64);
+        .record_micros(at.saturating_duration_since(answered).as_micros() as u64);
+    out.from_start
+        .record_micros(at.saturating_duration_since(sent).as_micros() as u64);
 }
 
 #[cfg(test)]
@@ -175,18 +182,22 @@ mod tests {
         let posted = vec![
             Posted {
                 id: Some(ids[0]),
+                sent: t0,
                 answered: t0,
             },
             Posted {
                 id: Some(ids[1]),
+                sent: t0,
                 answered: t0,
             },
             Posted {
                 id: Some(ids[2]),
+                sent: t0,
                 answered: t0 + Duration::from_millis(5),
             },
             Posted {
                 id: None,
+                sent: t0,
                 answered: t0,
             },
         ];
@@ -205,5 +216,6 @@ mod tests {
         assert_eq!((d.received, d.missing, d.duplicated), (2, 1, 1));
         assert_eq!(d.early, 1, "a frame before its answer");
         assert!((d.latency.max_ms() - 20.0).abs() < 0.1);
+        assert!((d.from_start.max_ms() - 20.0).abs() < 0.1);
     }
 }

@@ -178,8 +178,8 @@ impl Cell {
 /// One markdown table, a row per cell and phase.
 pub(crate) fn table(cells: &[Cell]) -> String {
     let mut out = String::from(
-        "| mode | DB distance | phase | chats/s | sent | received | missing | dup | p50 ms | p99 ms | max ms | server mean delay ms |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| mode | DB distance | phase | chats/s | sent | received | missing | dup | p50 ms | p99 ms | max ms | before the answer | p99 from the POST's start ms | server mean delay ms |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for cell in cells {
         for phase in [&cell.quiet, &cell.busy] {
@@ -192,7 +192,7 @@ pub(crate) fn table(cells: &[Cell]) -> String {
                 }
             };
             out.push_str(&format!(
-                "| {} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                "| {} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
                 cell.mode,
                 cell.distance.label(),
                 phase.phase.name(),
@@ -204,6 +204,8 @@ pub(crate) fn table(cells: &[Cell]) -> String {
                 latency(d.latency.quantile_ms(0.5)),
                 latency(d.latency.quantile_ms(0.99)),
                 latency(d.latency.max_ms()),
+                d.early,
+                latency(d.from_start.quantile_ms(0.99)),
                 phase
                     .server_mean_ms()
                     .map_or_else(|| "–".to_owned(), |ms| format!("{ms:.1}")),
@@ -283,12 +285,14 @@ mod tests {
         assert_eq!(t.lines().count(), 4);
         assert!(
             t.contains(
-                "| outbox | blackholed | quiet | 0 | 1 | 1 | 0 | 0 | 10.0 | 10.0 | 10.0 | – |"
+                "| outbox | blackholed | quiet | 0 | 1 | 1 | 0 | 0 | 10.0 | 10.0 | 10.0 | 0 | 0.0 | – |"
             ),
             "{t}"
         );
         assert!(
-            t.contains("| outbox | blackholed | busy | 0 | 2 | 0 | 2 | 0 | – | – | – | – |"),
+            t.contains(
+                "| outbox | blackholed | busy | 0 | 2 | 0 | 2 | 0 | – | – | – | 0 | – | – |"
+            ),
             "{t}"
         );
     }
