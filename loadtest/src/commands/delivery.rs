@@ -25,7 +25,7 @@ use uuid::Uuid;
 mod lag;
 mod storm;
 
-use crate::commands::machine_note;
+use crate::commands::{machine_note, postgres_version};
 use crate::error::LoadError;
 use crate::load::auth::{DEFAULT_ISSUER, Signer};
 use crate::load::created::created_id;
@@ -206,6 +206,7 @@ pub async fn run(args: DeliveryArgs) -> Result<bool, LoadError> {
         &args.distance,
     )
     .await?;
+    let version = postgres_version(&args.database_url).await?;
     let mut rows = Vec::new();
     for variant in &args.variants {
         let row = run_cell(&args, &client, &reach, variant).await?;
@@ -257,7 +258,7 @@ pub async fn run(args: DeliveryArgs) -> Result<bool, LoadError> {
     std::fs::write(
         &path,
         format!(
-            "# Commit-to-screen latency{}\n\n{}\n\n{table}\n{notes}",
+            "# Commit-to-screen latency{}\n\nPostgreSQL {version}. {}\n\n{table}\n{notes}",
             if args.kill_broker_at.is_some() {
                 " through a broker kill"
             } else {

@@ -290,6 +290,25 @@ pub(crate) fn results_dir(base: &std::path::Path, name: &str) -> PathBuf {
     ))
 }
 
+/// The `server_version` of the PostgreSQL at `url`, for a run to state.
+pub(crate) async fn postgres_version(url: &str) -> Result<String, LoadError> {
+    let fail = |e: tokio_postgres::Error| LoadError::program("PostgreSQL's version", e);
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .map_err(fail)?;
+    let connection = tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    let version = client
+        .query_one("SHOW server_version", &[])
+        .await
+        .and_then(|row| row.try_get::<_, String>(0))
+        .map_err(fail);
+    drop(client);
+    let _ = connection.await;
+    version
+}
+
 pub(crate) fn machine_note() -> String {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mem = std::fs::read_to_string("/proc/meminfo")

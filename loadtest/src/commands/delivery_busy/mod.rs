@@ -29,7 +29,7 @@ use std::time::Duration;
 use chatlab_domain::PublishMode;
 use clap::Args;
 
-use crate::commands::machine_note;
+use crate::commands::{machine_note, postgres_version};
 use crate::error::LoadError;
 use crate::load::schedule::parse_duration;
 use crate::servers::broker::BrokerStorage;
@@ -168,7 +168,7 @@ pub async fn run(args: DeliveryBusyArgs) -> Result<bool, LoadError> {
         .tcp_nodelay(true)
         .build()
         .map_err(|e| LoadError::http("building the HTTP client", e))?;
-    let version = server_version(&args.database_url).await?;
+    let version = postgres_version(&args.database_url).await?;
     let command = command_line();
     let mut reaches = Vec::with_capacity(args.db_rtts.len());
     for distance in &args.db_rtts {
@@ -253,25 +253,6 @@ fn results_md(
         report::table(cells),
         report::verdicts(cells, args.max_gap),
     )
-}
-
-/// PostgreSQL's `server_version`.
-async fn server_version(url: &str) -> Result<String, LoadError> {
-    let fail = |e: tokio_postgres::Error| LoadError::program("delivery-busy: PostgreSQL", e);
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .map_err(fail)?;
-    let connection = tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    let version = client
-        .query_one("SHOW server_version", &[])
-        .await
-        .and_then(|row| row.try_get::<_, String>(0))
-        .map_err(fail);
-    drop(client);
-    let _ = connection.await;
-    version
 }
 
 /// This run's command line, quoted for a POSIX shell.
