@@ -126,6 +126,10 @@ pub struct DeliveryArgs {
     /// while the subscriber instances' CPU is measured.
     #[arg(long, default_value = "0s", value_parser = parse_duration)]
     idle: Duration,
+    /// A delivery p99 to hold each variant to: the results then say, per
+    /// variant, whether its p99 was within it (Centrifugo publishes 200 ms).
+    #[arg(long, value_parser = parse_duration)]
+    p99_target: Option<Duration>,
 }
 
 /// One row of the table.
@@ -252,6 +256,12 @@ pub async fn run(args: DeliveryArgs) -> Result<bool, LoadError> {
             row.variant,
             row.topic_unread.as_deref().unwrap_or_default()
         ));
+    }
+    if let Some(target) = args.p99_target {
+        table.push('\n');
+        for row in &rows {
+            table.push_str(&format!("- {}\n", p99_verdict(row, target)));
+        }
     }
     let notes = notes(&args);
     let path = args.out.join("results.md");
@@ -689,6 +699,25 @@ fn to_markdown(rows: &[Row]) -> String {
     out
 }
 
+/// Whether `row`'s delivery p99 was within `target`, as the results say it.
+fn p99_verdict(row: &Row, target: Duration) -> String {
+    let target_ms = target.as_secs_f64() * 1e3;
+    let p99 = row.delivery.quantile_ms(0.99);
+    let within = if row.delivered == 0 {
+        "nothing delivered"
+    } else if p99 <= target_ms {
+        "within"
+    } else {
+        "NOT within"
+    };
+    format!(
+        "{}: delivery p99 {p99:.1} ms over {} deliveries: {within} the {} ms target",
+        row.variant,
+        row.delivered,
+        crate::servers::reach::show_ms(target_ms)
+    )
+}
+
 /// The second table: the server's share and the client's, the idle CPU.
 fn costs_markdown(rows: &[Row]) -> String {
     let mut out = String::from(
@@ -783,6 +812,23 @@ mod tests {
             failed,
             ..Row::default()
         }
+    }
+
+    #[test]
+    fn the_p99_verdict_is_rendered_from_the_deliveries() {
+        let mut fast = row(3, 3, 0, 0, 0);
+        fast.variant = "after_commit".into();
+        for ms in [10, 20, 150] {
+            fast.delivery.record_micros(ms * 1000);
+        }
+        let target = std::time::Duration::from_millis(200);
+        assert_eq!(
+            super::p99_verdict(&fast, target),
+            "after_commit: delivery p99 150.0 ms over 3 deliveries: within the 200 ms target"
+        );
+        fast.delivery.record_micros(900_000);
+        assert!(super::p99_verdict(&fast, target).ends_with("NOT within the 200 ms target"));
+        assert!(super::p99_verdict(&row(3, 0, 0, 0, 0), target).contains("nothing delivered"));
     }
 
     #[test]
