@@ -6,7 +6,8 @@
 //!
 //! 1. claim up to `batch_size` pending rows in id order, `FOR UPDATE SKIP
 //!    LOCKED` so several server instances can relay at once, and only rows
-//!    whose chat this relay can lock (`pg_try_advisory_xact_lock(2, key)`):
+//!    whose chat this relay can lock (`pg_try_advisory_xact_lock(2, key)`,
+//!    tried on the first `batch_size` pending rows only, [`CLAIM_SQL`]):
 //!    another relay busy with a chat owns all of that chat's rows until it
 //!    commits, so one chat's events are never published out of order;
 //! 2. produce them all, in id order, and await every acknowledgement;
@@ -250,10 +251,28 @@ struct BatchOutcome {
     dead: usize,
 }
 
-const CLAIM_SQL: &str = "SELECT id, chat_id, payload, attempts, trace_parent FROM outbox \
-     WHERE published_at IS NULL AND dead_at IS NULL \
-     AND pg_try_advisory_xact_lock($1, lock_key) \
-     ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED";
+/// A batch's claim: the first `$2` pending rows in id order (the window),
+/// of those the rows whose chat lock (class `$1`) this transaction gets,
+/// row-locked, skipping rows another relay holds.
+///
+/// The chat locks are tried on the window only. With the lock call in the
+/// scan's filter, the planner was free to evaluate it on every pending row
+/// before sorting and limiting (a bitmap scan and a sort, as it chose once
+/// a backlog grew past its statistics): one advisory lock per pending
+/// chat, held to COMMIT, and with tens of thousands of chats in the
+/// backlog PostgreSQL's shared lock table filled and every other
+/// transaction on the server failed with "out of shared memory".
+pub const CLAIM_SQL: &str = "WITH batch_window AS MATERIALIZED ( \
+         SELECT id, lock_key FROM outbox \
+         WHERE published_at IS NULL AND dead_at IS NULL \
+         ORDER BY id LIMIT $2 \
+     ), owned AS MATERIALIZED ( \
+         SELECT id FROM batch_window WHERE pg_try_advisory_xact_lock($1, lock_key) \
+     ) \
+     SELECT o.id, o.chat_id, o.payload, o.attempts, o.trace_parent \
+     FROM outbox o JOIN owned USING (id) \
+     WHERE o.published_at IS NULL AND o.dead_at IS NULL \
+     ORDER BY o.id FOR UPDATE OF o SKIP LOCKED";
 
 /// Attempts after which a row whose payload cannot be read is set aside.
 pub const UNREADABLE_ATTEMPTS: i32 = 5;

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use prometheus_client::registry::Registry;
 use tokio::sync::Notify;
 use tokio_util::sync::{CancellationToken, DropGuard};
@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use chatlab_domain::{Event, EventPayload, EventPublisher, PublishError, PublishMode, Receipt};
 use chatlab_persistence::outbox_relay::{
-    OutboxMetrics, OutboxRelay, RelaySettings, UNREADABLE_ATTEMPTS,
+    CLAIM_SQL, OutboxMetrics, OutboxRelay, RelaySettings, UNREADABLE_ATTEMPTS,
 };
 use chatlab_persistence::schema::outbox;
 use chatlab_testdb::TestDb;
@@ -196,4 +196,67 @@ async fn an_unreadable_row_is_set_aside_and_the_relay_goes_on() {
         chatlab_testdb::sample(&text, "chatlab_outbox_dead_rows_total"),
         Some(1.0)
     );
+}
+
+#[derive(QueryableByName)]
+struct ClaimedId {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    id: i64,
+}
+
+#[derive(QueryableByName)]
+struct Held {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    advisory: i64,
+}
+
+/// A claim takes the chat locks of its batch and no more, whatever plan
+/// PostgreSQL picks and however long the backlog: a claim that tried the
+/// lock on every pending row filled the server's lock table under load
+/// ("out of shared memory" for every other transaction).
+#[tokio::test]
+async fn a_claim_locks_the_chats_of_its_batch_only_however_long_the_backlog() {
+    let db = TestDb::new().await;
+    let mut conn = db.connect().await;
+    let mut ids = Vec::new();
+    for key in 0..300 {
+        let id: i64 = diesel::insert_into(outbox::table)
+            .values((
+                outbox::event_id.eq(Uuid::now_v7()),
+                outbox::chat_id.eq(Uuid::now_v7()),
+                outbox::lock_key.eq(key),
+                outbox::event_type.eq("message.sent"),
+                outbox::payload.eq("{}"),
+                outbox::created_at.eq(Utc::now()),
+            ))
+            .returning(outbox::id)
+            .get_result(&mut conn)
+            .await
+            .unwrap();
+        ids.push(id);
+    }
+    let (claimed, held) = conn
+        .transaction::<_, diesel::result::Error, _>(async |c| {
+            // The plan that filtered every pending row before the sort.
+            diesel::sql_query("SET LOCAL enable_indexscan = off")
+                .execute(c)
+                .await?;
+            let claimed: Vec<ClaimedId> = diesel::sql_query(CLAIM_SQL)
+                .bind::<diesel::sql_types::Integer, _>(2)
+                .bind::<diesel::sql_types::BigInt, _>(10)
+                .load(c)
+                .await?;
+            let held: Held = diesel::sql_query(
+                "SELECT count(*) AS advisory FROM pg_locks \
+                 WHERE locktype = 'advisory' AND pid = pg_backend_pid()",
+            )
+            .get_result(c)
+            .await?;
+            Ok((claimed, held))
+        })
+        .await
+        .unwrap();
+    let claimed: Vec<i64> = claimed.iter().map(|c| c.id).collect();
+    assert_eq!(claimed, ids[..10], "the first ten pending rows, in order");
+    assert_eq!(held.advisory, 10, "one chat lock per claimed row, no more");
 }
