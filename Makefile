@@ -208,7 +208,7 @@ RUNS ?= 50
 
 .PHONY: demo demo-plan loadtest loadtest-create loadtest-hold loadtest-seed001 loadtest-ramp bench-baseline \
         loadtest-crosscheck loadtest-pool loadtest-poolsize loadtest-driver loadtest-concurrency \
-        loadtest-tracing loadtest-layout loadtest-syncs loadtest-fanout loadtest-fanout-copy loadtest-read-side loadtest-read-mixed loadtest-markers loadtest-crossover loadtest-distance loadtest-distance-drivers loadtest-distance-pool loadtest-kafka-distance loadtest-pgbouncer pgbouncer-matrix profile loadtest-delivery loadtest-delivery-body loadtest-delivery-broker-kill loadtest-delivery-busy loadtest-smoke load-build load-db broker-check events-stress \
+        loadtest-tracing loadtest-layout loadtest-syncs loadtest-fanout loadtest-fanout-copy loadtest-read-side loadtest-read-mixed loadtest-markers loadtest-crossover loadtest-distance loadtest-distance-drivers loadtest-distance-pool loadtest-kafka-distance loadtest-pgbouncer pgbouncer-matrix profile loadtest-delivery loadtest-delivery-body loadtest-delivery-broker-kill loadtest-delivery-mixed loadtest-delivery-busy loadtest-smoke load-build load-db broker-check events-stress \
         fault-db fault-broker fault-server fault-cancel fault-retry fault-collector fault-slow-clients soak faults
 .PHONY: help run build release profiling-build test browser-test fuzz fmt fmt-check lint layering docs settings-docs schema-check deps-check \
         openapi docker-check k6-check db db-stop broker broker-stop ci clean-testdbs up down loadtest-docker dashboard-check
@@ -360,6 +360,13 @@ loadtest-delivery-broker-kill: load-build load-db ## @write Live delivery throug
 	$(LOAD) delivery --database-url $(LOAD_DATABASE_URL) --tansu-bin $$(scripts/ensure-tansu.sh --print-bin) \
 	    --variants $(DELIVERY_KILL_VARIANTS) --env LIVE_FETCH_WAIT_MS=$(LIVE_FETCH_WAIT_MS) --env KAFKA_SEND_TIMEOUT_MS=15000 \
 	    --out results/delivery-broker-kill-$$(date -u +%Y%m%dT%H%M%SZ) $(DELIVERY_KILL_ARGS)
+
+# Commit-to-screen latency under a mixed load: loadtest-delivery's run
+# while 8 clients create chats of other users flat out on the writers'
+# instance, so what the fan-out does with each new chat shows.
+loadtest-delivery-mixed: load-build load-db ## @write Commit-to-screen latency per publish mode while 8 clients create chats flat out beside the messages
+	$(LOAD) delivery --database-url $(LOAD_DATABASE_URL) --tansu-bin $$(scripts/ensure-tansu.sh --print-bin) \
+	    --env LIVE_FETCH_WAIT_MS=$(LIVE_FETCH_WAIT_MS) --creators 8 --out results/delivery-mixed-$$(date -u +%Y%m%dT%H%M%SZ) $(DELIVERY_ARGS)
 
 # Does live delivery wait on the database? A member listens on one
 # instance while a sender posts to their chat every 500 ms: its latency

@@ -29,6 +29,7 @@ use crate::commands::{machine_note, postgres_version};
 use crate::error::LoadError;
 use crate::load::auth::{DEFAULT_ISSUER, Signer};
 use crate::load::created::created_id;
+use crate::load::creators::{Created, Creators};
 use crate::load::latency::Latencies;
 use crate::load::live_stream::Sighting;
 use crate::load::scenario::seed_users;
@@ -130,6 +131,11 @@ pub struct DeliveryArgs {
     /// variant, whether its p99 was within it (Centrifugo publishes 200 ms).
     #[arg(long, value_parser = parse_duration)]
     p99_target: Option<Duration>,
+    /// Client tasks creating chats back to back on the writers' instance
+    /// while the messages are written (a mixed load: chats of 10 users of
+    /// a pool of 200 that holds no stream); 0: messages alone.
+    #[arg(long, default_value_t = 0)]
+    creators: usize,
 }
 
 /// One row of the table.
@@ -172,6 +178,12 @@ struct Row {
     /// How late this process's 10 ms timer fired during the writes: the
     /// client's own share of a delivery's latency.
     client_lag: Latencies,
+    /// The chats the creators made meanwhile, if there were creators.
+    created: Option<Created>,
+    /// Outbox rows an earlier row of the run left unpublished, deleted
+    /// before this one started (its relays would publish them first, to
+    /// its own topic).
+    dropped_backlog: u64,
 }
 
 impl Row {
@@ -250,6 +262,12 @@ pub async fn run(args: DeliveryArgs) -> Result<bool, LoadError> {
             storm::to_markdown(&storms)
         ));
     }
+    for row in rows.iter().filter(|r| r.dropped_backlog > 0) {
+        table.push_str(&format!(
+            "\n{}: the row before it left {} outbox rows unpublished; they were deleted before it started, so its relays published its own.\n",
+            row.variant, row.dropped_backlog
+        ));
+    }
     for row in rows.iter().filter(|r| r.topic_unread.is_some()) {
         table.push_str(&format!(
             "\n{}: the topic could not be read back after the run ({}), so \"of them not in the topic\" counts nothing.\n",
@@ -295,6 +313,7 @@ async fn run_cell(
     variant: &ServerVariant,
 ) -> Result<Row, LoadError> {
     let dir = args.out.join(&variant.name);
+    let dropped = drop_outbox_backlog(&args.database_url).await?;
     let mut broker =
         Broker::start(&args.tansu_bin, &dir.join("broker"), args.tansu_storage).await?;
     let topic = format!("chatlab-delivery-{}", Uuid::now_v7().simple());
@@ -325,6 +344,23 @@ async fn run_cell(
         .map(|u| spec.signer.bearer(*u))
         .collect::<Result<_, _>>()?;
     let chats = create_chats(client, &writer_url, &users, &bearers, args.members).await?;
+    let creators = if args.creators > 0 {
+        let pool = seed_users(client, &writer_ops, CREATOR_POOL, "mixed-").await?;
+        let bearers: Vec<HeaderValue> = pool
+            .iter()
+            .map(|u| spec.signer.bearer(*u))
+            .collect::<Result<_, _>>()?;
+        Some(Creators {
+            client: client.clone(),
+            url: writer_url.clone(),
+            pool: Arc::new(pool),
+            bearers: Arc::new(bearers),
+            members: CREATOR_MEMBERS,
+            tasks: args.creators,
+        })
+    } else {
+        None
+    };
 
     // Every member of every chat listens, on every instance but the
     // writers' (or on it, when it is the only one).
@@ -364,7 +400,8 @@ async fn run_cell(
     let before = scrape(client, &writer_ops).await?;
     let delay_before = delay_of(client, &subscriber_ops).await;
     let lag = lag::Watch::start();
-    let (writes, killed, storm) = tokio::join!(
+    let writing = args.duration;
+    let (writes, killed, storm, created) = tokio::join!(
         write(client, &writer_url, &chats, &bearers, args),
         broker_fault(args, &mut broker, &variant.name),
         async {
@@ -372,6 +409,12 @@ async fn run_cell(
             tokio::time::sleep(at).await;
             println!("{}: every stream cut and reopened", variant.name);
             Some(storm::storm(client, &mut streams, &bearers, &watched).await)
+        },
+        async {
+            match &creators {
+                Some(creators) => Some(creators.create_for(writing).await),
+                None => None,
+            }
         }
     );
     killed?;
@@ -385,6 +428,8 @@ async fn run_cell(
         storm,
         idle_cpu,
         client_lag,
+        created,
+        dropped_backlog: dropped,
         hold: after
             .histogram("db_client_connection_use_time_seconds", &[])
             .since(&before.histogram("db_client_connection_use_time_seconds", &[])),
@@ -581,6 +626,36 @@ fn text(i: usize, chars: usize) -> String {
     text
 }
 
+/// Deletes the outbox rows still pending in the run's database: an earlier
+/// row's backlog, which this row's relays would otherwise publish first.
+/// Answers how many there were.
+async fn drop_outbox_backlog(url: &str) -> Result<u64, LoadError> {
+    let fail = |e: tokio_postgres::Error| LoadError::program("delivery: the outbox backlog", e);
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .map_err(fail)?;
+    let connection = tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    let dropped = match client
+        .execute("DELETE FROM outbox WHERE published_at IS NULL", &[])
+        .await
+    {
+        // A database no server has migrated yet has no backlog.
+        Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNDEFINED_TABLE) => Ok(0),
+        other => other.map_err(fail),
+    };
+    drop(client);
+    let _ = connection.await;
+    dropped
+}
+
+/// Users the creators' chats are made of (none of them holds a stream).
+const CREATOR_POOL: usize = 200;
+
+/// Members of each creator's chat besides its creator.
+const CREATOR_MEMBERS: usize = 10;
+
 /// The busiest of `pids`' CPU over `window`, percent of one core; `None`
 /// for an empty window.
 async fn idle_cpu(pids: &[u32], window: Duration) -> Option<f64> {
@@ -721,13 +796,25 @@ fn p99_verdict(row: &Row, target: Duration) -> String {
 /// The second table: the server's share and the client's, the idle CPU.
 fn costs_markdown(rows: &[Row]) -> String {
     let mut out = String::from(
-        "| variant | delivery p50 ms | p99 ms | server delay mean ms | server p99 ms (within its bucket) | client timer lag p50 ms | p99 ms | max ms | idle CPU of the busiest subscriber instance, % of a core | its RSS growth per connection KiB |\n\
-         |---|---|---|---|---|---|---|---|---|---|\n",
+        "| variant | chats created/s meanwhile | delivery p50 ms | p99 ms | server delay mean ms | server p99 ms (within its bucket) | client timer lag p50 ms | p99 ms | max ms | idle CPU of the busiest subscriber instance, % of a core | its RSS growth per connection KiB |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
         out.push_str(&format!(
-            "| {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.1} | {} | {:.1} |\n",
+            "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.1} | {} | {:.1} |\n",
             r.variant,
+            r.created.as_ref().map_or_else(
+                || "–".to_owned(),
+                |c| match &c.first_failure {
+                    None => format!("{:.0}", c.per_second()),
+                    Some(failure) => format!(
+                        "{:.0} ({} failed, the first: {})",
+                        c.per_second(),
+                        c.failed,
+                        failure.replace('|', "/")
+                    ),
+                }
+            ),
             r.delivery.quantile_ms(0.5),
             r.delivery.quantile_ms(0.99),
             r.server_delay.mean() * 1e3,
@@ -751,7 +838,7 @@ fn notes(args: &DeliveryArgs) -> String {
          the write's start (before the POST is sent) to the frame's arrival at \
          the subscriber; a delivery is lost when it did not arrive within {:?} \
          of the last write. The pooled connection time is every checkout on the \
-         writers' instance during the writes (the outbox relay's included).{}{}\n\n{}\n",
+         writers' instance during the writes (the outbox relay's included).{}{}{}\n\n{}\n",
         if args.instances == 1 {
             "One instance".to_owned()
         } else {
@@ -780,6 +867,17 @@ fn notes(args: &DeliveryArgs) -> String {
              the lost deliveries whose message's event never reached the broker.",
             args.broker_down
         )),
+        if args.creators > 0 {
+            format!(
+                " Meanwhile {} client tasks created chats back to back on instance 1, \
+                 each of its creator and {CREATOR_MEMBERS} other users of a pool of \
+                 {CREATOR_POOL} that holds no stream (their pooled connection time counts \
+                 in the writers' figure).",
+                args.creators
+            )
+        } else {
+            String::new()
+        },
         args.reconnect_at.map_or_else(String::new, |at| format!(
             " {} into the writes every stream was cut (the client dropped its \
              connection) and all were opened again at once, each with \

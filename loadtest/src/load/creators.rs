@@ -1,8 +1,8 @@
-//! The busy phase's load: client tasks creating chats back to back (a
-//! closed model: each sends its next createChat when the last answered),
-//! each chat by a user of the pool with other users of the pool as its
-//! members, so the listening member and the probe's sender are never in
-//! one.
+//! A background load of chat creation: client tasks creating chats back
+//! to back (a closed model: each sends its next createChat when the last
+//! answered), each chat by a user of a pool with other users of the pool
+//! as its members, so the users a command measures are never in one
+//! (`delivery-busy`'s busy phase, `delivery --creators`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

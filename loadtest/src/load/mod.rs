@@ -5,6 +5,7 @@
 pub(crate) mod auth;
 pub(crate) mod choice;
 pub(crate) mod created;
+pub(crate) mod creators;
 pub(crate) mod latency;
 pub(crate) mod live_stream;
 pub(crate) mod measure;

@@ -12,12 +12,12 @@ use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use super::DeliveryBusyArgs;
-use super::creators::{self, Created, Creators};
 use super::db_distance::DbDistance;
 use super::probe::{self, Probe};
 use super::report::{Cell, Phase, PhaseFigures};
 use crate::error::LoadError;
 use crate::load::auth::{DEFAULT_ISSUER, Signer};
+use crate::load::creators::{self, Created, Creators};
 use crate::load::live_stream::{self, Sighting};
 use crate::load::scenario::seed_users;
 use crate::observe::sampler::scrape;

@@ -18,7 +18,6 @@
 //! waits on forever.
 
 mod cell;
-mod creators;
 mod db_distance;
 mod probe;
 mod report;

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use chatlab_domain::PublishMode;
 
-use super::creators::Created;
 use super::db_distance::DbDistance;
 use super::probe::Deliveries;
+use crate::load::creators::Created;
 use crate::observe::prom::HistogramSnapshot;
 use crate::servers::reach::show_ms;
 
