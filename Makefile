@@ -80,6 +80,7 @@ ifeq ($(QUICK),1)
   DELIVERY_ARGS := --chats 5 --members 4 --rate 20 --duration 3s --drain 10s --strict
   DELIVERY_KILL_ARGS := --chats 5 --members 4 --rate 20 --duration 8s --kill-broker-at 2s --broker-down 2s --drain 30s --strict
   DELIVERY_BUSY_ARGS := --quiet 3s --busy 4s --drain 3s --db-rtts 0,blackhole --calibrate-for 1s --max-gap 1s --strict
+  LIVE_FLEET_ARGS := --instances 3 --chats 4 --members 50 --client-processes 2 --rate 5 --duration 10s --kill-at 4s --drain 10s --p99-target 30s --strict
   HOLD_CHATS := 10
   LAYOUT_ARGS := --vus 10 --duration 2s --warmup 1s --rounds 1 --seed-users 300
   LAYOUT_RATE_ARGS := --vus 100 --duration 2s --warmup 1s --rounds 1 --seed-users 300
@@ -125,6 +126,7 @@ else
   DELIVERY_ARGS := --chats 50 --members 20 --rate 100 --duration 30s --drain 15s
   DELIVERY_KILL_ARGS := --chats 50 --members 20 --rate 100 --duration 30s --kill-broker-at 10s --broker-down 5s --drain 30s
   DELIVERY_BUSY_ARGS :=
+  LIVE_FLEET_ARGS := --instances 6 --chats 100 --members 1000 --client-processes 8 --rate 5 --duration 60s --kill-at 30s --drain 30s
   HOLD_CHATS := 300
   LAYOUT_ARGS := --vus 20 --duration 5s --warmup 3s --rounds 5 --baseline
   LAYOUT_RATE_ARGS := --vus 200 --duration 15s --warmup 3s --rounds 3
@@ -208,7 +210,7 @@ RUNS ?= 50
 
 .PHONY: demo demo-plan loadtest loadtest-create loadtest-hold loadtest-seed001 loadtest-ramp bench-baseline \
         loadtest-crosscheck loadtest-pool loadtest-poolsize loadtest-driver loadtest-concurrency \
-        loadtest-tracing loadtest-layout loadtest-syncs loadtest-fanout loadtest-fanout-copy loadtest-read-side loadtest-read-mixed loadtest-markers loadtest-crossover loadtest-distance loadtest-distance-drivers loadtest-distance-pool loadtest-kafka-distance loadtest-pgbouncer pgbouncer-matrix profile loadtest-delivery loadtest-delivery-body loadtest-delivery-broker-kill loadtest-delivery-mixed loadtest-delivery-busy loadtest-smoke load-build load-db broker-check events-stress \
+        loadtest-tracing loadtest-layout loadtest-syncs loadtest-fanout loadtest-fanout-copy loadtest-read-side loadtest-read-mixed loadtest-markers loadtest-crossover loadtest-distance loadtest-distance-drivers loadtest-distance-pool loadtest-kafka-distance loadtest-pgbouncer pgbouncer-matrix profile loadtest-delivery loadtest-delivery-body loadtest-delivery-broker-kill loadtest-delivery-mixed loadtest-delivery-busy loadtest-live-fleet loadtest-smoke load-build load-db broker-check events-stress \
         fault-db fault-broker fault-server fault-cancel fault-retry fault-collector fault-slow-clients soak faults
 .PHONY: help run build release profiling-build test browser-test fuzz fmt fmt-check lint layering docs settings-docs schema-check deps-check \
         openapi docker-check k6-check db db-stop broker broker-stop ci clean-testdbs up down loadtest-docker dashboard-check
@@ -367,6 +369,21 @@ loadtest-delivery-broker-kill: load-build load-db ## @write Live delivery throug
 loadtest-delivery-mixed: load-build load-db ## @write Commit-to-screen latency per publish mode while 8 clients create chats flat out beside the messages
 	$(LOAD) delivery --database-url $(LOAD_DATABASE_URL) --tansu-bin $$(scripts/ensure-tansu.sh --print-bin) \
 	    --env LIVE_FETCH_WAIT_MS=$(LIVE_FETCH_WAIT_MS) --creators 8 --out results/delivery-mixed-$$(date -u +%Y%m%dT%H%M%SZ) $(DELIVERY_ARGS)
+
+# The live tier at fleet scale: 100,000 streams (100 chats of 1,000) from
+# eight client processes through HAProxy (one process per ~9,900 streams,
+# sharing the port; /readyz checked every 500 ms) to six instances on one
+# tansu broker, 5 messages a second for 60 s, the last instance killed
+# (SIGKILL) 30 s in: delivery p99 against 200 ms, RSS per instance, the
+# balancer's and the broker's load, and what the killed instance's clients
+# missed or got twice through their reconnection. QUICK=1: 200 streams on
+# three instances, fails when a delivery is missing or repeated or a cut
+# stream never comes back.
+loadtest-live-fleet: load-build load-db ## @write The live tier at fleet scale: 100,000 streams through HAProxy to six instances, one killed mid-run
+	@scripts/ensure-debian.sh haproxy --command haproxy --stop-service
+	$(LOAD) live-fleet --database-url $(LOAD_DATABASE_URL) --tansu-bin $$(scripts/ensure-tansu.sh --print-bin) \
+	    --haproxy-bin $$(command -v haproxy) --env LIVE_FETCH_WAIT_MS=$(LIVE_FETCH_WAIT_MS) \
+	    --out results/live-fleet-$$(date -u +%Y%m%dT%H%M%SZ) $(LIVE_FLEET_ARGS)
 
 # Does live delivery wait on the database? A member listens on one
 # instance while a sender posts to their chat every 500 ms: its latency

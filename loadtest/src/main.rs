@@ -20,6 +20,8 @@
 //! - `delivery-busy`: does live delivery wait on the database? A member's
 //!   message latency quiet and while chats are created flat out, per
 //!   publish mode and distance to PostgreSQL, a blackholed one included;
+//! - `live-fleet`: the live tier over several instances behind HAProxy,
+//!   an instance killed mid-run;
 //! - `syncs`: what one Sync is worth, straight to PostgreSQL;
 //! - `markers`: read markers at a steady rate, per mode and fan-out;
 //! - `crossover`: where COPY starts to beat INSERT, straight to PostgreSQL;
@@ -53,7 +55,7 @@ use clap::{Parser, Subcommand};
 
 use crate::commands::{
     baseline, broker_check, charts, crosscheck, crossover, delivery, delivery_busy, docs, fault,
-    intervals, markers, matrix, run, syncs,
+    intervals, live_clients, live_fleet, markers, matrix, run, syncs,
 };
 
 #[derive(Debug, Parser)]
@@ -102,6 +104,15 @@ enum Command {
     /// out, per publish mode and distance to PostgreSQL (a blackholed one
     /// included), with the gap between the two p99s and a verdict.
     DeliveryBusy(delivery_busy::DeliveryBusyArgs),
+    /// The live tier at fleet scale: streams through a balancer of HAProxy
+    /// processes to several instances on one broker, from several client
+    /// processes; delivery p99, memory per instance, the broker's load, and
+    /// an instance killed mid-run (what its clients missed or got twice,
+    /// and how long until all were back).
+    LiveFleet(live_fleet::LiveFleetArgs),
+    /// One client process of `live-fleet` (started by it).
+    #[command(hide = true)]
+    LiveClients(live_clients::LiveClientsArgs),
     /// What one Sync is worth: the `pipeline` strategy's transaction straight
     /// to PostgreSQL, under one Sync (pgbench's pipeline) against one per
     /// statement (tokio-postgres, joined or awaited) and pgbench without a
@@ -135,6 +146,8 @@ async fn main() -> ExitCode {
         Command::Fault(args) => fault::run(args).await,
         Command::Delivery(args) => delivery::run(args).await,
         Command::DeliveryBusy(args) => delivery_busy::run(args).await,
+        Command::LiveFleet(args) => live_fleet::run(args).await,
+        Command::LiveClients(args) => live_clients::run(args).await,
         Command::Syncs(args) => syncs::syncs(args).await,
         Command::Markers(args) => markers::markers(args).await,
         Command::Crossover(args) => crossover::crossover(args).await,

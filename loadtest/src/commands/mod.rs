@@ -12,6 +12,8 @@ pub(crate) mod delivery_busy;
 pub(crate) mod docs;
 pub(crate) mod fault;
 pub(crate) mod intervals;
+pub(crate) mod live_clients;
+pub(crate) mod live_fleet;
 pub(crate) mod markers;
 pub(crate) mod matrix;
 pub(crate) mod run;

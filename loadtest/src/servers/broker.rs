@@ -73,6 +73,11 @@ impl Broker {
         false
     }
 
+    /// The broker's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Sends `signal` to the broker's process (`STOP` freezes it, `CONT`
     /// thaws it).
     pub(crate) fn signal(&self, signal: &str) -> Result<(), LoadError> {

@@ -1,0 +1,436 @@
+//! `chatlab-load live-fleet`: the live tier at fleet scale.
+//!
+//! Several chatlab instances share one tansu broker and the database, and
+//! sit behind a balancer of HAProxy processes ([`crate::servers::balancer`])
+//! that checks each instance's `/readyz`. Client processes
+//! ([`crate::commands::live_clients`]), each under the descriptor limit
+//! and on a loopback address of its own, open one stream per user through
+//! the balancer; the balancer spreads them over the instances, so every
+//! chat has members on several. Messages go to the first instance at a
+//! fixed rate, round robin over the chats, and each delivery is timed from
+//! its write's start to its frame's arrival on the machine's monotonic
+//! clock. With `--kill-at`, one instance (never the writers') is killed
+//! (SIGKILL) mid-run: its streams end, reconnect through the balancer to
+//! the others with their `Last-Event-ID`, and the run counts what they
+//! missed or got twice and how long until all were back.
+
+mod clients;
+mod report;
+mod tally;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use reqwest::header::{AUTHORIZATION, HeaderValue};
+use serde_json::json;
+use tokio::sync::Semaphore;
+use uuid::Uuid;
+
+use crate::commands::{machine_note, postgres_version};
+use crate::error::LoadError;
+use crate::load::auth::{DEFAULT_ISSUER, Signer};
+use crate::load::created::created_id;
+use crate::load::creators::create_chat;
+use crate::load::monotonic::now_ns;
+use crate::load::scenario::seed_users;
+use crate::load::schedule::parse_duration;
+use crate::observe::procstat;
+use crate::servers::balancer::{Backend, Balancer, BalancerSpec};
+use crate::servers::broker::{Broker, BrokerStorage};
+use crate::servers::fleet::{Fleet, FleetSpec, send_signal};
+use crate::servers::variant::parse_kv;
+use tally::Write;
+
+/// Flags of `live-fleet`.
+#[derive(Debug, Args)]
+pub struct LiveFleetArgs {
+    /// chatlab instances behind the balancer; the first also takes the
+    /// writes.
+    #[arg(long, default_value_t = 6)]
+    instances: usize,
+    /// Chats, their members together the streams.
+    #[arg(long, default_value_t = 100)]
+    chats: usize,
+    /// Members per chat, each holding one stream.
+    #[arg(long, default_value_t = 1000)]
+    members: usize,
+    /// Client processes the streams are spread over.
+    #[arg(long, default_value_t = 8)]
+    client_processes: usize,
+    /// HAProxy processes sharing the balancer's port (0: as many as the
+    /// streams need at 20,000 descriptors each, and two more: the kernel
+    /// spreads connections over the processes by a hash, not evenly).
+    #[arg(long, default_value_t = 0)]
+    balancer_processes: usize,
+    /// Messages per second, over all chats.
+    #[arg(long, default_value_t = 5.0)]
+    rate: f64,
+    /// How long the messages are written.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    duration: Duration,
+    /// Kill one instance (not the writers') this long into the writes.
+    #[arg(long, value_parser = parse_duration)]
+    kill_at: Option<Duration>,
+    /// How long after the last write deliveries may still arrive.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    drain: Duration,
+    /// The delivery p99 each run is held to.
+    #[arg(long, default_value = "200ms", value_parser = parse_duration)]
+    p99_target: Duration,
+    /// The chatlab binary.
+    #[arg(long, env = "CHATLAB_BIN", default_value = "target/release/chatlab")]
+    binary: PathBuf,
+    /// The haproxy binary.
+    #[arg(long, default_value = "/usr/sbin/haproxy")]
+    haproxy_bin: PathBuf,
+    /// The tansu binary.
+    #[arg(long)]
+    tansu_bin: PathBuf,
+    /// The servers' database.
+    #[arg(
+        long,
+        env = "DATABASE_URL",
+        default_value = "postgres://postgres@127.0.0.1:5432/chatlab"
+    )]
+    database_url: String,
+    /// Extra env of every instance, `KEY=VALUE` (repeatable).
+    #[arg(long = "env", value_parser = parse_kv)]
+    env: Vec<(String, String)>,
+    /// Where results.md and the logs go.
+    #[arg(long)]
+    out: PathBuf,
+    /// Exit 1 when a delivery is missing or repeated, a stream never came
+    /// back, or the p99 is over its target.
+    #[arg(long)]
+    strict: bool,
+}
+
+/// Source addresses the balancer connects to each instance from (some
+/// 14,000 streams each).
+const SOURCES_PER_INSTANCE: usize = 2;
+
+/// Streams one client process opens from its one bound address at most
+/// (a bound address has some 14,000 ephemeral ports).
+const STREAMS_PER_CLIENT: usize = 13_000;
+
+/// Descriptors a process may hold here.
+const FILES_PER_PROCESS: usize = 20_000;
+
+impl LiveFleetArgs {
+    fn streams(&self) -> usize {
+        self.chats * self.members
+    }
+
+    fn check(&self) -> Result<(), LoadError> {
+        if self.instances < 2 || self.chats == 0 || self.members == 0 || self.rate <= 0.0 {
+            return Err(LoadError::Usage(
+                "--instances must be 2 or more, --chats, --members and --rate above 0".into(),
+            ));
+        }
+        let per_client = self.streams().div_ceil(self.client_processes.max(1));
+        if per_client > STREAMS_PER_CLIENT {
+            return Err(LoadError::Usage(format!(
+                "{per_client} streams per client process: more than one source address's ports allow ({STREAMS_PER_CLIENT}); raise --client-processes"
+            )));
+        }
+        Ok(())
+    }
+
+    fn balancer_spec(&self, dir: PathBuf, backends: Vec<Backend>) -> BalancerSpec {
+        let mut spec = BalancerSpec {
+            binary: self.haproxy_bin.clone(),
+            dir,
+            backends,
+            processes: self.balancer_processes,
+            files_per_process: FILES_PER_PROCESS,
+            check_every: Duration::from_millis(500),
+        };
+        if spec.processes == 0 {
+            spec.processes = self.streams().div_ceil(spec.streams_per_process().max(1)) + 2;
+        }
+        spec
+    }
+}
+
+/// Runs the fleet once; whether every delivery was made once and the p99
+/// held (always true without `--strict`).
+pub async fn run(args: LiveFleetArgs) -> Result<bool, LoadError> {
+    args.check()?;
+    std::fs::create_dir_all(&args.out).map_err(|e| LoadError::file(&args.out, e))?;
+    let version = postgres_version(&args.database_url).await?;
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(256)
+        .tcp_nodelay(true)
+        .build()
+        .map_err(|e| LoadError::http("building the HTTP client", e))?;
+
+    let broker = Broker::start(
+        &args.tansu_bin,
+        &args.out.join("broker"),
+        BrokerStorage::Sqlite,
+    )
+    .await?;
+    let signer = Arc::new(Signer::generate(DEFAULT_ISSUER)?);
+    let mut env = vec![
+        ("DATABASE_URL".to_owned(), args.database_url.clone()),
+        ("KAFKA_BROKERS".to_owned(), broker.address.clone()),
+        (
+            "KAFKA_TOPIC".to_owned(),
+            format!("chatlab-live-fleet-{}", Uuid::now_v7().simple()),
+        ),
+        ("KAFKA_PUBLISH_MODE".to_owned(), "after_commit".to_owned()),
+        ("RUST_LOG".to_owned(), "warn".to_owned()),
+        ("LOG_FORMAT".to_owned(), "json".to_owned()),
+    ];
+    env.extend(args.env.iter().cloned());
+    let spec = FleetSpec {
+        binary: args.binary.clone(),
+        count: args.instances,
+        env,
+        log_dir: args.out.join("servers"),
+        signer: Arc::clone(&signer),
+    };
+    let fleet = Fleet::start(&spec, &client).await?;
+    let backends = fleet
+        .servers
+        .iter()
+        .enumerate()
+        .map(|(n, s)| backend(n, &s.url, &s.ops_url))
+        .collect::<Result<Vec<_>, _>>()?;
+    let balancer_spec = args.balancer_spec(args.out.join("balancer"), backends);
+    if balancer_spec.streams() < args.streams() {
+        return Err(LoadError::Usage(format!(
+            "{} balancer processes hold {} streams, fewer than {}",
+            balancer_spec.processes,
+            balancer_spec.streams(),
+            args.streams()
+        )));
+    }
+    let balancer = Balancer::start(&balancer_spec).await?;
+    let writer = fleet.first()?;
+
+    println!("seeding {} users in {} chats", args.streams(), args.chats);
+    let users = seed_users(&client, &writer.ops_url, args.streams(), "fleet-").await?;
+    let bearers: Vec<HeaderValue> = users
+        .iter()
+        .map(|u| signer.bearer(*u))
+        .collect::<Result<_, _>>()?;
+    let chats = create_chats(&client, &writer.url, &users, &bearers, args.members).await?;
+
+    println!(
+        "opening {} streams through {} balancer processes",
+        users.len(),
+        balancer_spec.processes
+    );
+    let tokens: Vec<String> = users
+        .iter()
+        .map(|u| signer.token(*u))
+        .collect::<Result<_, _>>()?;
+    let opened_at = now_ns();
+    let mut clients = clients::Clients::start(
+        &args.out.join("clients"),
+        &balancer.url,
+        &tokens,
+        args.client_processes,
+    )
+    .await?;
+    let all_open_ms = (now_ns() - opened_at) as f64 / 1e6;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    let instance_pids: Vec<u32> = fleet.servers.iter().map(|s| s.pid).collect();
+    let spread = streams_per_instance(&client, &fleet.ops_urls()).await;
+    let rss_before: Vec<f64> = instance_pids.iter().map(|&p| rss(p)).collect();
+    let broker_cpu_before = procstat::sample(broker.pid()).map(|s| s.cpu_secs);
+    let victim = fleet.servers.last().map(|s| s.pid);
+    let start = now_ns();
+    let (writes, killed_at) = tokio::join!(
+        write(&client, &writer.url, &chats, &bearers, &args),
+        async {
+            let at = args.kill_at?;
+            tokio::time::sleep(at).await;
+            let pid = victim?;
+            println!("killing instance {pid}");
+            send_signal(pid, "KILL").ok()?;
+            Some(now_ns())
+        }
+    );
+    let writing_secs = (now_ns() - start) as f64 / 1e9;
+    let rss_after: Vec<f64> = instance_pids.iter().map(|&p| rss(p)).collect();
+    let broker_cpu = procstat::sample(broker.pid())
+        .map(|s| s.cpu_secs)
+        .zip(broker_cpu_before)
+        .map(|(after, before)| (after - before) / writing_secs * 100.0);
+    let balancer_rss: f64 = balancer.pids().iter().map(|&p| rss(p)).sum();
+    tokio::time::sleep(args.drain).await;
+    let records = clients.stop().await?;
+
+    let figures = tally::tally(&writes, &chats, &records, killed_at);
+    let run = report::Run {
+        streams: users.len(),
+        all_open_ms,
+        spread,
+        rss_before,
+        rss_after,
+        balancer_rss,
+        broker_cpu,
+        figures,
+    };
+    let text = report::results_md(&args, &balancer_spec, &version, &run, &machine_note());
+    let path = args.out.join("results.md");
+    std::fs::write(&path, &text).map_err(|e| LoadError::file(&path, e))?;
+    println!("{text}\nwritten to {}", args.out.display());
+    drop(balancer);
+    drop(fleet);
+    drop(broker);
+    Ok(run.is_clean(args.p99_target) || !args.strict)
+}
+
+/// Instance `n` as the balancer sees it.
+fn backend(n: usize, url: &str, ops_url: &str) -> Result<Backend, LoadError> {
+    let port = |u: &str| {
+        u.rsplit(':')
+            .next()
+            .and_then(|p| p.parse::<u16>().ok())
+            .ok_or_else(|| LoadError::Usage(format!("no port in {u}")))
+    };
+    Ok(Backend {
+        name: format!("chatlab{n}"),
+        address: url.trim_start_matches("http://").to_owned(),
+        check_port: port(ops_url)?,
+        sources: (1..=SOURCES_PER_INSTANCE)
+            .map(|k| format!("127.0.{k}.{}", n + 1))
+            .collect(),
+    })
+}
+
+/// The resident memory of `pid`, MiB (0 when it is gone).
+fn rss(pid: u32) -> f64 {
+    procstat::sample(pid).map_or(0.0, |s| s.rss_mib)
+}
+
+/// Each instance's open live connections (`chatlab_live_connections`).
+async fn streams_per_instance(client: &reqwest::Client, ops_urls: &[String]) -> Vec<f64> {
+    let mut out = Vec::with_capacity(ops_urls.len());
+    for ops in ops_urls {
+        let n = crate::observe::sampler::scrape(client, ops)
+            .await
+            .map_or(0.0, |e| e.sum("chatlab_live_connections", &[]));
+        out.push(n);
+    }
+    out
+}
+
+/// One chat per `members` consecutive users, created by the first: its id
+/// and its members (indexes of `users`).
+async fn create_chats(
+    client: &reqwest::Client,
+    url: &str,
+    users: &[Uuid],
+    bearers: &[HeaderValue],
+    members: usize,
+) -> Result<Vec<(Uuid, Vec<usize>)>, LoadError> {
+    let mut chats = Vec::new();
+    let indexes: Vec<usize> = (0..users.len()).collect();
+    for (n, group) in indexes.chunks(members).enumerate() {
+        let others: Vec<Uuid> = group[1..].iter().map(|&i| users[i]).collect();
+        let id = create_chat(
+            client,
+            url,
+            &bearers[group[0]],
+            &format!("fleet {n}"),
+            &others,
+        )
+        .await
+        .map_err(|e| LoadError::http("creating chats", e))?;
+        chats.push((id, group.to_vec()));
+    }
+    Ok(chats)
+}
+
+/// Posts `rate × duration` messages at a fixed rate (an open model), round
+/// robin over the chats, each from one of the chat's members in turn.
+async fn write(
+    client: &reqwest::Client,
+    url: &str,
+    chats: &[(Uuid, Vec<usize>)],
+    bearers: &[HeaderValue],
+    args: &LiveFleetArgs,
+) -> Vec<Write> {
+    let total = (args.rate * args.duration.as_secs_f64()).round().max(1.0) as usize;
+    let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / args.rate));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let in_flight = Arc::new(Semaphore::new(1_000));
+    let mut tasks = Vec::with_capacity(total);
+    for i in 0..total {
+        tick.tick().await;
+        let chat = i % chats.len();
+        let (chat_id, members) = &chats[chat];
+        let sender = members[(i / chats.len()) % members.len()];
+        let request = client
+            .post(format!("{url}/v1/chats/{chat_id}/messages"))
+            .header(AUTHORIZATION, bearers[sender].clone())
+            .timeout(Duration::from_secs(30))
+            .json(&json!({ "body": format!("fleet {i}") }));
+        let Ok(permit) = Arc::clone(&in_flight).acquire_owned().await else {
+            break;
+        };
+        tasks.push(tokio::spawn(async move {
+            let _permit = permit;
+            let start_ns = now_ns();
+            let id = created_id(request.send().await).await;
+            Write { chat, start_ns, id }
+        }));
+    }
+    let mut writes = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        if let Ok(w) = task.await {
+            writes.push(w);
+        }
+    }
+    writes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: LiveFleetArgs,
+    }
+
+    fn parse(extra: &[&str]) -> LiveFleetArgs {
+        use clap::Parser;
+        let base = ["chatlab-load", "--tansu-bin", "tansu", "--out", "x"];
+        Cli::try_parse_from(base.iter().chain(extra)).unwrap().args
+    }
+
+    #[test]
+    fn the_defaults_are_100000_streams_over_six_instances_and_enough_balancers() {
+        let args = parse(&[]);
+        assert_eq!(args.streams(), 100_000);
+        assert_eq!(args.instances, 6);
+        assert!(args.check().is_ok());
+        let spec = args.balancer_spec(PathBuf::from("b"), Vec::new());
+        assert!(spec.streams() >= args.streams() + 2 * spec.streams_per_process());
+    }
+
+    #[test]
+    fn a_client_process_over_its_address_ports_is_refused() {
+        assert!(parse(&["--client-processes", "6"]).check().is_err());
+        assert!(parse(&["--instances", "1"]).check().is_err());
+        assert!(parse(&["--client-processes", "8"]).check().is_ok());
+    }
+
+    #[test]
+    fn a_backend_is_its_public_address_and_its_operator_port() {
+        let b = backend(2, "http://127.0.0.1:8101", "http://127.0.0.1:9101").unwrap();
+        assert_eq!(b.name, "chatlab2");
+        assert_eq!(b.address, "127.0.0.1:8101");
+        assert_eq!(b.check_port, 9101);
+        assert!(backend(0, "http://127.0.0.1:8101", "nowhere").is_err());
+    }
+}

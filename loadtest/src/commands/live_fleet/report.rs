@@ -1,0 +1,147 @@
+//! `live-fleet`'s results.md: the setting, the figures, and the verdicts
+//! rendered from them.
+
+use std::time::Duration;
+
+use super::LiveFleetArgs;
+use super::tally::Figures;
+use crate::servers::balancer::BalancerSpec;
+use crate::servers::reach::show_ms;
+
+/// One run's figures beside the tally.
+#[derive(Debug)]
+pub(super) struct Run {
+    /// Streams opened.
+    pub(super) streams: usize,
+    /// From the first open to every client's `ready`, ms.
+    pub(super) all_open_ms: f64,
+    /// Each instance's open live connections before the writes.
+    pub(super) spread: Vec<f64>,
+    /// Each instance's RSS before the writes and after, MiB (0: gone).
+    pub(super) rss_before: Vec<f64>,
+    pub(super) rss_after: Vec<f64>,
+    /// The balancer's processes' RSS together at the end of the writes.
+    pub(super) balancer_rss: f64,
+    /// The broker's CPU over the writes, % of a core.
+    pub(super) broker_cpu: Option<f64>,
+    pub(super) figures: Figures,
+}
+
+impl Run {
+    /// Nothing missing or repeated, every cut stream back, p99 within.
+    pub(super) fn is_clean(&self, target: Duration) -> bool {
+        let f = &self.figures;
+        f.missing() == 0 && f.repeated == 0 && f.gave_up == 0 && self.within(target)
+    }
+
+    fn p99_ms(&self) -> f64 {
+        self.figures.delivery.quantile_ms(0.99)
+    }
+
+    fn within(&self, target: Duration) -> bool {
+        self.figures.delivered > 0 && self.p99_ms() <= target.as_secs_f64() * 1e3
+    }
+
+    /// The verdict lines.
+    fn verdicts(&self, target: Duration) -> String {
+        let f = &self.figures;
+        let target_ms = show_ms(target.as_secs_f64() * 1e3);
+        let mut out = format!(
+            "- delivery p99 {:.1} ms over {} deliveries: {} the {target_ms} ms target\n",
+            self.p99_ms(),
+            f.delivered,
+            if self.within(target) {
+                "within"
+            } else {
+                "NOT within"
+            }
+        );
+        out.push_str(&format!(
+            "- {} of {} deliveries missing, {} repeated\n",
+            f.missing(),
+            f.expected,
+            f.repeated
+        ));
+        if let Some(ms) = f.all_back_ms {
+            out.push_str(&format!(
+                "- the kill cut {} streams; {} never came back; the last was back {ms:.0} ms after the kill\n",
+                f.cut, f.gave_up
+            ));
+        }
+        out
+    }
+}
+
+/// The whole of results.md.
+pub(super) fn results_md(
+    args: &LiveFleetArgs,
+    balancer: &BalancerSpec,
+    version: &str,
+    run: &Run,
+    machine: &str,
+) -> String {
+    let f = &run.figures;
+    let per_instance: String = run
+        .spread
+        .iter()
+        .zip(run.rss_before.iter().zip(&run.rss_after))
+        .enumerate()
+        .map(|(n, (streams, (before, after)))| {
+            format!("| {n} | {streams:.0} | {before:.1} | {after:.1} |\n")
+        })
+        .collect();
+    format!(
+        "# The live tier at fleet scale\n\n\
+         PostgreSQL {version}, straight over loopback. {machine}\n\n\
+         {} chatlab instances (`after_commit`) on one tansu broker (SQLite) and the database, \
+         behind {} HAProxy processes sharing one port (`leastconn`, `/readyz` checked every 500 ms, \
+         down after 2 failures). {} streams, one per user, from {} client processes, each on a \
+         loopback address of its own; {} chats of {} members. {} messages a second for {} to the \
+         first instance, round robin over the chats; a delivery runs from its write's start to its \
+         frame's arrival (one monotonic clock for every process); a delivery not seen {} after the \
+         last write is missing.{}\n\n\
+         | streams | opened within ms | messages written | failed | deliveries owed | delivered | missing | repeated | p50 ms | p99 ms | max ms | streams cut by the kill | never back | all back after the kill ms | other cuts | balancer RSS MiB | broker CPU % of a core |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n\
+         | {} | {:.0} | {} | {} | {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {} | {} | {} | {} | {:.1} | {} |\n\n\
+         Per instance (the last is the one killed, when one was):\n\n\
+         | instance | live streams before the writes | RSS MiB before | after |\n\
+         |---|---|---|---|\n\
+         {per_instance}\n\
+         {}",
+        args.instances,
+        balancer.processes,
+        run.streams,
+        args.client_processes,
+        args.chats,
+        args.members,
+        args.rate,
+        humantime::format_duration(args.duration),
+        humantime::format_duration(args.drain),
+        args.kill_at.map_or_else(String::new, |at| format!(
+            " {} into the writes the last instance was killed (SIGKILL); its clients \
+             reconnected through the balancer with `Last-Event-ID`, every 250 ms until one \
+             answered.",
+            humantime::format_duration(at)
+        )),
+        run.streams,
+        run.all_open_ms,
+        f.written,
+        f.failed,
+        f.expected,
+        f.delivered,
+        f.missing(),
+        f.repeated,
+        f.delivery.quantile_ms(0.5),
+        f.delivery.quantile_ms(0.99),
+        f.delivery.max_ms(),
+        f.cut,
+        f.gave_up,
+        f.all_back_ms
+            .map_or_else(|| "–".to_owned(), |ms| format!("{ms:.0}")),
+        f.cut_unprovoked,
+        run.balancer_rss,
+        run.broker_cpu
+            .map_or_else(|| "–".to_owned(), |c| format!("{c:.1}")),
+        run.verdicts(args.p99_target),
+    )
+}

@@ -1,0 +1,170 @@
+//! What the fleet's streams delivered, from the client processes' records:
+//! each delivery owed (every member of a written message's chat), when it
+//! arrived, what was missed or repeated, and, after an instance kill, the
+//! streams it cut and how long until all were back.
+
+use std::collections::HashMap;
+
+use uuid::Uuid;
+
+use crate::commands::live_clients::{Kind, Record};
+use crate::load::latency::Latencies;
+
+/// One message write: its chat, when it started, its id if it was written.
+#[derive(Debug, Clone)]
+pub(super) struct Write {
+    pub(super) chat: usize,
+    pub(super) start_ns: u64,
+    pub(super) id: Option<Uuid>,
+}
+
+/// What a run delivered.
+#[derive(Debug, Default)]
+pub(super) struct Figures {
+    pub(super) written: u64,
+    pub(super) failed: u64,
+    pub(super) expected: u64,
+    pub(super) delivered: u64,
+    pub(super) repeated: u64,
+    pub(super) delivery: Latencies,
+    /// Streams that ended after the kill (none without one).
+    pub(super) cut: u64,
+    /// Of them, streams that never came back.
+    pub(super) gave_up: u64,
+    /// From the kill to the last cut stream's return, ms.
+    pub(super) all_back_ms: Option<f64>,
+    /// Streams that ended while no instance had been killed.
+    pub(super) cut_unprovoked: u64,
+}
+
+impl Figures {
+    /// Deliveries owed and not made.
+    pub(super) fn missing(&self) -> u64 {
+        self.expected.saturating_sub(self.delivered)
+    }
+}
+
+/// Sets `records` against `writes` to `chats` (each chat's members as
+/// stream indexes); `killed_at` is when an instance was killed, if one was.
+pub(super) fn tally(
+    writes: &[Write],
+    chats: &[(Uuid, Vec<usize>)],
+    records: &[Record],
+    killed_at: Option<u64>,
+) -> Figures {
+    let mut out = Figures::default();
+    // Which chat each message is in, and when its write started.
+    let mut messages: HashMap<Uuid, (usize, u64)> = HashMap::with_capacity(writes.len());
+    for w in writes {
+        match w.id {
+            Some(id) => {
+                out.written += 1;
+                out.expected += chats[w.chat].1.len() as u64;
+                messages.insert(id, (w.chat, w.start_ns));
+            }
+            None => out.failed += 1,
+        }
+    }
+    let mut seen: HashMap<(u32, Uuid), u32> = HashMap::with_capacity(out.expected as usize);
+    let mut cut_at: HashMap<u32, u64> = HashMap::new();
+    let mut last_back: Option<u64> = None;
+    for r in records {
+        match r.kind {
+            Kind::Frame => {
+                let Some(&(chat, start)) = messages.get(&r.message) else {
+                    continue;
+                };
+                if !chats[chat].1.contains(&(r.stream as usize)) {
+                    continue;
+                }
+                let times = seen.entry((r.stream, r.message)).or_default();
+                *times += 1;
+                if *times == 1 {
+                    out.delivered += 1;
+                    out.delivery
+                        .record_micros(r.at_ns.saturating_sub(start) / 1_000);
+                } else {
+                    out.repeated += 1;
+                }
+            }
+            Kind::Cut => match killed_at {
+                Some(kill) if r.at_ns >= kill => {
+                    out.cut += 1;
+                    cut_at.insert(r.stream, r.at_ns);
+                }
+                _ => out.cut_unprovoked += 1,
+            },
+            Kind::Back => {
+                if cut_at.contains_key(&r.stream) {
+                    last_back = Some(last_back.map_or(r.at_ns, |t| t.max(r.at_ns)));
+                }
+            }
+            Kind::GaveUp => out.gave_up += 1,
+        }
+    }
+    if let (Some(kill), Some(back)) = (killed_at, last_back) {
+        out.all_back_ms = Some(back.saturating_sub(kill) as f64 / 1e6);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(stream: u32, message: Uuid, at_ns: u64) -> Record {
+        Record {
+            kind: Kind::Frame,
+            stream,
+            message,
+            at_ns,
+        }
+    }
+
+    fn mark(kind: Kind, stream: u32, at_ns: u64) -> Record {
+        Record {
+            kind,
+            stream,
+            message: Uuid::nil(),
+            at_ns,
+        }
+    }
+
+    #[test]
+    fn deliveries_are_counted_once_per_member_and_the_kill_by_its_streams() {
+        let chats = vec![(Uuid::now_v7(), vec![0, 1]), (Uuid::now_v7(), vec![2])];
+        let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
+        let writes = vec![
+            Write {
+                chat: 0,
+                start_ns: 1_000_000,
+                id: Some(a),
+            },
+            Write {
+                chat: 1,
+                start_ns: 2_000_000,
+                id: Some(b),
+            },
+            Write {
+                chat: 1,
+                start_ns: 3_000_000,
+                id: None,
+            },
+        ];
+        let records = vec![
+            frame(0, a, 11_000_000),
+            frame(1, a, 21_000_000),
+            frame(1, a, 22_000_000), // again
+            frame(2, a, 23_000_000), // not its chat
+            mark(Kind::Cut, 2, 50_000_000),
+            mark(Kind::Back, 2, 80_000_000),
+            mark(Kind::Cut, 1, 5_000_000), // before the kill
+        ];
+        let f = tally(&writes, &chats, &records, Some(40_000_000));
+        assert_eq!((f.written, f.failed, f.expected), (2, 1, 3));
+        assert_eq!((f.delivered, f.repeated, f.missing()), (2, 1, 1));
+        assert!((f.delivery.max_ms() - 20.0).abs() < 0.1);
+        assert_eq!((f.cut, f.cut_unprovoked, f.gave_up), (1, 1, 0));
+        assert_eq!(f.all_back_ms, Some(40.0));
+    }
+}
