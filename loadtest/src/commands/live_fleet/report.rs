@@ -64,7 +64,12 @@ impl Run {
         ));
         if let Some(ms) = f.all_back_ms {
             out.push_str(&format!(
-                "- the kill cut {} streams; {} never came back; the last was back {ms:.0} ms after the kill\n",
+                "- the kill cut {} streams; all were back {ms:.0} ms after the kill\n",
+                f.cut
+            ));
+        } else if f.cut > 0 {
+            out.push_str(&format!(
+                "- the kill cut {} streams; {} were not back by the end of the run\n",
                 f.cut, f.gave_up
             ));
         }
@@ -100,7 +105,7 @@ pub(super) fn results_md(
          first instance, round robin over the chats; a delivery runs from its write's start to its \
          frame's arrival (one monotonic clock for every process); a delivery not seen {} after the \
          last write is missing.{}\n\n\
-         | streams | opened within ms | messages written | failed | deliveries owed | delivered | missing | repeated | p50 ms | p99 ms | max ms | streams cut by the kill | never back | all back after the kill ms | other cuts | balancer RSS MiB | broker CPU % of a core |\n\
+         | streams | opened within ms | messages written | failed | deliveries owed | delivered | missing | repeated | p50 ms | p99 ms | max ms | streams cut by the kill | not back at the end | all back after the kill ms | other cuts | balancer RSS MiB | broker CPU % of a core |\n\
          |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n\
          | {} | {:.0} | {} | {} | {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {} | {} | {} | {} | {:.1} | {} |\n\n\
          Per instance (the last is the one killed, when one was):\n\n\

@@ -29,7 +29,8 @@ pub(super) struct Figures {
     pub(super) delivery: Latencies,
     /// Streams that ended after the kill (none without one).
     pub(super) cut: u64,
-    /// Of them, streams that never came back.
+    /// Of them, streams that were not back by the end of the run (gave
+    /// up, or still retrying when the clients stopped).
     pub(super) gave_up: u64,
     /// From the kill to the last cut stream's return, ms.
     pub(super) all_back_ms: Option<f64>,
@@ -67,6 +68,8 @@ pub(super) fn tally(
     }
     let mut seen: HashMap<(u32, Uuid), u32> = HashMap::with_capacity(out.expected as usize);
     let mut cut_at: HashMap<u32, u64> = HashMap::new();
+    // Streams whose last word was a cut: out at the end.
+    let mut out_now: std::collections::HashSet<u32> = std::collections::HashSet::new();
     let mut last_back: Option<u64> = None;
     for r in records {
         match r.kind {
@@ -87,22 +90,30 @@ pub(super) fn tally(
                     out.repeated += 1;
                 }
             }
-            Kind::Cut => match killed_at {
-                Some(kill) if r.at_ns >= kill => {
-                    out.cut += 1;
-                    cut_at.insert(r.stream, r.at_ns);
+            Kind::Cut => {
+                out_now.insert(r.stream);
+                match killed_at {
+                    Some(kill) if r.at_ns >= kill => {
+                        out.cut += 1;
+                        cut_at.insert(r.stream, r.at_ns);
+                    }
+                    _ => out.cut_unprovoked += 1,
                 }
-                _ => out.cut_unprovoked += 1,
-            },
+            }
             Kind::Back => {
+                out_now.remove(&r.stream);
                 if cut_at.contains_key(&r.stream) {
                     last_back = Some(last_back.map_or(r.at_ns, |t| t.max(r.at_ns)));
                 }
             }
-            Kind::GaveUp => out.gave_up += 1,
+            Kind::GaveUp => {
+                out_now.insert(r.stream);
+            }
         }
     }
-    if let (Some(kill), Some(back)) = (killed_at, last_back) {
+    out.gave_up = out_now.len() as u64;
+    // "All back" only when none is still out.
+    if let (Some(kill), Some(back), 0) = (killed_at, last_back, out.gave_up) {
         out.all_back_ms = Some(back.saturating_sub(kill) as f64 / 1e6);
     }
     out
@@ -159,6 +170,7 @@ mod tests {
             mark(Kind::Cut, 2, 50_000_000),
             mark(Kind::Back, 2, 80_000_000),
             mark(Kind::Cut, 1, 5_000_000), // before the kill
+            mark(Kind::Back, 1, 6_000_000),
         ];
         let f = tally(&writes, &chats, &records, Some(40_000_000));
         assert_eq!((f.written, f.failed, f.expected), (2, 1, 3));
@@ -166,5 +178,13 @@ mod tests {
         assert!((f.delivery.max_ms() - 20.0).abs() < 0.1);
         assert_eq!((f.cut, f.cut_unprovoked, f.gave_up), (1, 1, 0));
         assert_eq!(f.all_back_ms, Some(40.0));
+
+        // A stream still out at the end (cut, never back) counts as not
+        // back, and then nothing is "all back".
+        let mut records = records;
+        records.push(mark(Kind::Cut, 0, 60_000_000));
+        let f = tally(&writes, &chats, &records, Some(40_000_000));
+        assert_eq!((f.cut, f.gave_up), (2, 1));
+        assert_eq!(f.all_back_ms, None);
     }
 }
