@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use reqwest::header::{AUTHORIZATION, HeaderValue};
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::{Semaphore, mpsc};
 use uuid::Uuid;
 
@@ -29,7 +29,7 @@ use crate::commands::{machine_note, postgres_version};
 use crate::error::LoadError;
 use crate::load::auth::{DEFAULT_ISSUER, Signer};
 use crate::load::created::created_id;
-use crate::load::creators::{Created, Creators};
+use crate::load::creators::{Created, Creators, create_groups};
 use crate::load::latency::Latencies;
 use crate::load::live_stream::Sighting;
 use crate::load::scenario::seed_users;
@@ -343,7 +343,15 @@ async fn run_cell(
         .iter()
         .map(|u| spec.signer.bearer(*u))
         .collect::<Result<_, _>>()?;
-    let chats = create_chats(client, &writer_url, &users, &bearers, args.members).await?;
+    let chats = create_groups(
+        client,
+        &writer_url,
+        &users,
+        &bearers,
+        args.members,
+        "delivery",
+    )
+    .await?;
     let creators = if args.creators > 0 {
         let pool = seed_users(client, &writer_ops, CREATOR_POOL, "mixed-").await?;
         let bearers: Vec<HeaderValue> = pool
@@ -690,43 +698,6 @@ fn port_of(address: &str) -> Result<u16, LoadError> {
         .next()
         .and_then(|p| p.parse().ok())
         .ok_or_else(|| LoadError::Broker(format!("no port in the broker's address {address:?}")))
-}
-
-/// One chat per `members` consecutive users, created by the first: its id
-/// and its members (as indexes of `users`).
-async fn create_chats(
-    client: &reqwest::Client,
-    url: &str,
-    users: &[Uuid],
-    bearers: &[HeaderValue],
-    members: usize,
-) -> Result<Vec<(Uuid, Vec<usize>)>, LoadError> {
-    let mut chats = Vec::new();
-    for (n, group) in (0..users.len())
-        .collect::<Vec<_>>()
-        .chunks(members)
-        .enumerate()
-    {
-        let others: Vec<Uuid> = group[1..].iter().map(|&i| users[i]).collect();
-        let resp = client
-            .post(format!("{url}/v1/chats"))
-            .header(AUTHORIZATION, bearers[group[0]].clone())
-            .json(&json!({ "name": format!("delivery {n}"), "member_ids": others }))
-            .send()
-            .await
-            .map_err(|e| LoadError::http("creating chats", e))?;
-        let status = resp.status();
-        let body: Value = resp
-            .json()
-            .await
-            .map_err(|e| LoadError::http("creating chats", e))?;
-        let id = body["id"]
-            .as_str()
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| LoadError::http("creating chats", format!("{status}: {body}")))?;
-        chats.push((id, group.to_vec()));
-    }
-    Ok(chats)
 }
 
 async fn scrape(client: &reqwest::Client, ops: &str) -> Result<Exposition, LoadError> {

@@ -153,6 +153,35 @@ pub(crate) async fn create_chat(
         .ok_or_else(|| format!("{status}: no id in {body}"))
 }
 
+/// One chat per `members` consecutive users of `users`, created by the
+/// first of them and named `{label} N`: each chat's id and its members (as
+/// indexes of `users`), in order. Stops at the first chat not created.
+pub(crate) async fn create_groups(
+    client: &reqwest::Client,
+    url: &str,
+    users: &[Uuid],
+    bearers: &[HeaderValue],
+    members: usize,
+    label: &str,
+) -> Result<Vec<(Uuid, Vec<usize>)>, crate::error::LoadError> {
+    let indexes: Vec<usize> = (0..users.len()).collect();
+    let mut chats = Vec::new();
+    for (n, group) in indexes.chunks(members.max(1)).enumerate() {
+        let others: Vec<Uuid> = group[1..].iter().map(|&i| users[i]).collect();
+        let id = create_chat(
+            client,
+            url,
+            &bearers[group[0]],
+            &format!("{label} {n}"),
+            &others,
+        )
+        .await
+        .map_err(|e| crate::error::LoadError::http("creating chats", e))?;
+        chats.push((id, group.to_vec()));
+    }
+    Ok(chats)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

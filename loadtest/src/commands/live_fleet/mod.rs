@@ -32,7 +32,7 @@ use crate::commands::{machine_note, postgres_version};
 use crate::error::LoadError;
 use crate::load::auth::{DEFAULT_ISSUER, Signer};
 use crate::load::created::created_id;
-use crate::load::creators::create_chat;
+use crate::load::creators::create_groups;
 use crate::load::monotonic::now_ns;
 use crate::load::scenario::seed_users;
 use crate::load::schedule::parse_duration;
@@ -217,7 +217,15 @@ pub async fn run(args: LiveFleetArgs) -> Result<bool, LoadError> {
         .iter()
         .map(|u| signer.bearer(*u))
         .collect::<Result<_, _>>()?;
-    let chats = create_chats(&client, &writer.url, &users, &bearers, args.members).await?;
+    let chats = create_groups(
+        &client,
+        &writer.url,
+        &users,
+        &bearers,
+        args.members,
+        "fleet",
+    )
+    .await?;
 
     println!(
         "opening {} streams through {} balancer processes",
@@ -320,33 +328,6 @@ async fn streams_per_instance(client: &reqwest::Client, ops_urls: &[String]) -> 
         out.push(n);
     }
     out
-}
-
-/// One chat per `members` consecutive users, created by the first: its id
-/// and its members (indexes of `users`).
-async fn create_chats(
-    client: &reqwest::Client,
-    url: &str,
-    users: &[Uuid],
-    bearers: &[HeaderValue],
-    members: usize,
-) -> Result<Vec<(Uuid, Vec<usize>)>, LoadError> {
-    let mut chats = Vec::new();
-    let indexes: Vec<usize> = (0..users.len()).collect();
-    for (n, group) in indexes.chunks(members).enumerate() {
-        let others: Vec<Uuid> = group[1..].iter().map(|&i| users[i]).collect();
-        let id = create_chat(
-            client,
-            url,
-            &bearers[group[0]],
-            &format!("fleet {n}"),
-            &others,
-        )
-        .await
-        .map_err(|e| LoadError::http("creating chats", e))?;
-        chats.push((id, group.to_vec()));
-    }
-    Ok(chats)
 }
 
 /// Posts `rate × duration` messages at a fixed rate (an open model), round
