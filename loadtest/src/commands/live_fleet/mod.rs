@@ -272,6 +272,7 @@ pub async fn run(args: LiveFleetArgs) -> Result<bool, LoadError> {
         .map(|(after, before)| (after - before) / writing_secs * 100.0);
     let balancer_rss: f64 = balancer.pids().iter().map(|&p| rss(p)).sum();
     tokio::time::sleep(args.drain).await;
+    let spread_after = streams_per_instance(&client, &fleet.ops_urls()).await;
     let records = clients.stop().await?;
 
     let figures = tally::tally(&writes, &chats, &records, killed_at);
@@ -279,6 +280,7 @@ pub async fn run(args: LiveFleetArgs) -> Result<bool, LoadError> {
         streams: users.len(),
         all_open_ms,
         spread,
+        spread_after,
         rss_before,
         rss_after,
         balancer_rss,

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::LiveFleetArgs;
 use super::tally::Figures;
+use crate::load::latency::Latencies;
 use crate::servers::balancer::BalancerSpec;
 use crate::servers::reach::show_ms;
 
@@ -17,6 +18,8 @@ pub(super) struct Run {
     pub(super) all_open_ms: f64,
     /// Each instance's open live connections before the writes.
     pub(super) spread: Vec<f64>,
+    /// Each instance's open live connections at the end of the drain.
+    pub(super) spread_after: Vec<f64>,
     /// Each instance's RSS before the writes and after, MiB (0: gone).
     pub(super) rss_before: Vec<f64>,
     pub(super) rss_after: Vec<f64>,
@@ -28,34 +31,57 @@ pub(super) struct Run {
 }
 
 impl Run {
-    /// Nothing missing or repeated, every cut stream back, p99 within.
+    /// Nothing missing or repeated, every cut stream back, the steady p99
+    /// within, and the survivors' too after a kill.
     pub(super) fn is_clean(&self, target: Duration) -> bool {
         let f = &self.figures;
-        f.missing() == 0 && f.repeated == 0 && f.gave_up == 0 && self.within(target)
-    }
-
-    fn p99_ms(&self) -> f64 {
-        self.figures.delivery.quantile_ms(0.99)
-    }
-
-    fn within(&self, target: Duration) -> bool {
-        self.figures.delivered > 0 && self.p99_ms() <= target.as_secs_f64() * 1e3
+        let survivors_within =
+            f.after_kill_uncut.count() == 0 || within(&f.after_kill_uncut, target);
+        f.missing() == 0
+            && f.repeated == 0
+            && f.gave_up == 0
+            && within(&f.delivery, target)
+            && survivors_within
     }
 
     /// The verdict lines.
-    fn verdicts(&self, target: Duration) -> String {
+    fn verdicts(&self, target: Duration, killed: bool) -> String {
         let f = &self.figures;
         let target_ms = show_ms(target.as_secs_f64() * 1e3);
-        let mut out = format!(
-            "- delivery p99 {:.1} ms over {} deliveries: {} the {target_ms} ms target\n",
-            self.p99_ms(),
-            f.delivered,
-            if self.within(target) {
+        let verdict = |l: &Latencies| {
+            if within(l, target) {
                 "within"
             } else {
                 "NOT within"
             }
+        };
+        let mut out = format!(
+            "- delivery p99 {:.1} ms over {} deliveries{}: {} the {target_ms} ms target\n",
+            f.delivery.quantile_ms(0.99),
+            f.delivery.count(),
+            if killed {
+                " of the writes before the kill"
+            } else {
+                ""
+            },
+            verdict(&f.delivery),
         );
+        if f.after_kill_uncut.count() > 0 {
+            out.push_str(&format!(
+                "- after the kill, delivery p99 {:.1} ms over {} deliveries to the streams it did not cut: {} the {target_ms} ms target\n",
+                f.after_kill_uncut.quantile_ms(0.99),
+                f.after_kill_uncut.count(),
+                verdict(&f.after_kill_uncut),
+            ));
+        }
+        if f.after_kill_cut.count() > 0 {
+            out.push_str(&format!(
+                "- the writes after the kill reached the streams it cut at p99 {:.1} ms, max {:.1} ms ({} deliveries, their return included)\n",
+                f.after_kill_cut.quantile_ms(0.99),
+                f.after_kill_cut.max_ms(),
+                f.after_kill_cut.count(),
+            ));
+        }
         out.push_str(&format!(
             "- {} of {} deliveries missing, {} repeated\n",
             f.missing(),
@@ -77,6 +103,11 @@ impl Run {
     }
 }
 
+/// Whether `l` holds deliveries and its p99 is within `target`.
+fn within(l: &Latencies, target: Duration) -> bool {
+    l.count() > 0 && l.quantile_ms(0.99) <= target.as_secs_f64() * 1e3
+}
+
 /// The whole of results.md.
 pub(super) fn results_md(
     args: &LiveFleetArgs,
@@ -89,10 +120,11 @@ pub(super) fn results_md(
     let per_instance: String = run
         .spread
         .iter()
+        .zip(&run.spread_after)
         .zip(run.rss_before.iter().zip(&run.rss_after))
         .enumerate()
-        .map(|(n, (streams, (before, after)))| {
-            format!("| {n} | {streams:.0} | {before:.1} | {after:.1} |\n")
+        .map(|(n, ((streams, streams_after), (before, after)))| {
+            format!("| {n} | {streams:.0} | {streams_after:.0} | {before:.1} | {after:.1} |\n")
         })
         .collect();
     format!(
@@ -105,12 +137,15 @@ pub(super) fn results_md(
          first instance, round robin over the chats; a delivery runs from its write's start to its \
          frame's arrival (one monotonic clock for every process); a delivery not seen {} after the \
          last write is missing.{}\n\n\
-         | streams | opened within ms | messages written | failed | deliveries owed | delivered | missing | repeated | p50 ms | p99 ms | max ms | streams cut by the kill | not back at the end | all back after the kill ms | other cuts | balancer RSS MiB | broker CPU % of a core |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n\
-         | {} | {:.0} | {} | {} | {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {} | {} | {} | {} | {:.1} | {} |\n\n\
+         | streams | opened within ms | messages written | failed | deliveries owed | delivered | missing | repeated | p50 ms | p99 ms | max ms | p99 ms after the kill, streams not cut | p99 ms after the kill, streams cut | streams cut by the kill | not back at the end | all back after the kill ms | other cuts | balancer RSS MiB | broker CPU % of a core |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n\
+         | {} | {:.0} | {} | {} | {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {} | {} | {} | {} | {} | {} | {:.1} | {} |\n\n\
+         p50, p99 and max are the deliveries of the writes started before the kill (of every write \
+         when none was killed); the writes after it are timed apart, to the streams it did not cut \
+         and to those it cut.\n\n\
          Per instance (the last is the one killed, when one was):\n\n\
-         | instance | live streams before the writes | RSS MiB before | after |\n\
-         |---|---|---|---|\n\
+         | instance | live streams before the writes | at the end | RSS MiB before | after |\n\
+         |---|---|---|---|---|\n\
          {per_instance}\n\
          {}",
         args.instances,
@@ -139,6 +174,8 @@ pub(super) fn results_md(
         f.delivery.quantile_ms(0.5),
         f.delivery.quantile_ms(0.99),
         f.delivery.max_ms(),
+        p99_or_dash(&f.after_kill_uncut),
+        p99_or_dash(&f.after_kill_cut),
         f.cut,
         f.gave_up,
         f.all_back_ms
@@ -147,6 +184,15 @@ pub(super) fn results_md(
         run.balancer_rss,
         run.broker_cpu
             .map_or_else(|| "–".to_owned(), |c| format!("{c:.1}")),
-        run.verdicts(args.p99_target),
+        run.verdicts(args.p99_target, args.kill_at.is_some()),
     )
+}
+
+/// `l`'s p99 in ms, or a dash when it holds nothing.
+fn p99_or_dash(l: &Latencies) -> String {
+    if l.count() == 0 {
+        "–".to_owned()
+    } else {
+        format!("{:.1}", l.quantile_ms(0.99))
+    }
 }

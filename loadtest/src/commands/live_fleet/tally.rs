@@ -26,7 +26,15 @@ pub(super) struct Figures {
     pub(super) expected: u64,
     pub(super) delivered: u64,
     pub(super) repeated: u64,
+    /// Deliveries of the writes started before the kill (all of them
+    /// without one): the fleet's steady delivery.
     pub(super) delivery: Latencies,
+    /// Deliveries of the writes started after the kill to the streams it
+    /// did not cut: the survivors' delivery while they take the cut ones.
+    pub(super) after_kill_uncut: Latencies,
+    /// Deliveries of the writes started after the kill to the streams it
+    /// cut: their return and catch-up included.
+    pub(super) after_kill_cut: Latencies,
     /// Streams that ended after the kill (none without one).
     pub(super) cut: u64,
     /// Of them, streams that were not back by the end of the run (gave
@@ -66,6 +74,13 @@ pub(super) fn tally(
             None => out.failed += 1,
         }
     }
+    // The streams the kill cut, whatever order the processes' records
+    // come in.
+    let cut_by_kill: std::collections::HashSet<u32> = records
+        .iter()
+        .filter(|r| matches!(r.kind, Kind::Cut) && killed_at.is_some_and(|k| r.at_ns >= k))
+        .map(|r| r.stream)
+        .collect();
     let mut seen: HashMap<(u32, Uuid), u32> = HashMap::with_capacity(out.expected as usize);
     let mut cut_at: HashMap<u32, u64> = HashMap::new();
     // Streams whose last word was a cut: out at the end.
@@ -84,8 +99,18 @@ pub(super) fn tally(
                 *times += 1;
                 if *times == 1 {
                     out.delivered += 1;
-                    out.delivery
-                        .record_micros(r.at_ns.saturating_sub(start) / 1_000);
+                    let micros = r.at_ns.saturating_sub(start) / 1_000;
+                    let share = match killed_at {
+                        Some(kill) if start >= kill => {
+                            if cut_by_kill.contains(&r.stream) {
+                                &mut out.after_kill_cut
+                            } else {
+                                &mut out.after_kill_uncut
+                            }
+                        }
+                        _ => &mut out.delivery,
+                    };
+                    share.record_micros(micros);
                 } else {
                     out.repeated += 1;
                 }
@@ -176,6 +201,7 @@ mod tests {
         assert_eq!((f.written, f.failed, f.expected), (2, 1, 3));
         assert_eq!((f.delivered, f.repeated, f.missing()), (2, 1, 1));
         assert!((f.delivery.max_ms() - 20.0).abs() < 0.1);
+        assert_eq!(f.after_kill_uncut.count() + f.after_kill_cut.count(), 0);
         assert_eq!((f.cut, f.cut_unprovoked, f.gave_up), (1, 1, 0));
         assert_eq!(f.all_back_ms, Some(40.0));
 
@@ -186,5 +212,42 @@ mod tests {
         let f = tally(&writes, &chats, &records, Some(40_000_000));
         assert_eq!((f.cut, f.gave_up), (2, 1));
         assert_eq!(f.all_back_ms, None);
+    }
+
+    #[test]
+    fn writes_after_the_kill_are_timed_apart_for_the_streams_it_cut() {
+        let chats = vec![(Uuid::now_v7(), vec![0, 1])];
+        let (before, after) = (Uuid::now_v7(), Uuid::now_v7());
+        let writes = vec![
+            Write {
+                chat: 0,
+                start_ns: 10_000_000,
+                id: Some(before),
+            },
+            Write {
+                chat: 0,
+                start_ns: 50_000_000,
+                id: Some(after),
+            },
+        ];
+        // Stream 1's records come first, as one process's file may, and
+        // its cut is listed after its late frame.
+        let records = vec![
+            frame(1, after, 950_000_000),
+            mark(Kind::Cut, 1, 45_000_000),
+            mark(Kind::Back, 1, 900_000_000),
+            frame(0, before, 15_000_000),
+            frame(1, before, 16_000_000),
+            frame(0, after, 55_000_000),
+        ];
+        let f = tally(&writes, &chats, &records, Some(40_000_000));
+        assert_eq!((f.delivered, f.missing(), f.repeated), (4, 0, 0));
+        assert_eq!(f.delivery.count(), 2);
+        assert!((f.delivery.max_ms() - 6.0).abs() < 0.1);
+        assert_eq!(f.after_kill_uncut.count(), 1);
+        assert!((f.after_kill_uncut.max_ms() - 5.0).abs() < 0.1);
+        assert_eq!(f.after_kill_cut.count(), 1);
+        assert!((f.after_kill_cut.max_ms() - 900.0).abs() < 1.0);
+        assert_eq!(f.all_back_ms, Some(860.0));
     }
 }
