@@ -27,7 +27,8 @@ fn show_share(c: &CellResult) -> String {
     }
 }
 
-/// Rank (level strategies share one: `2=`), strategy, req/s, p95,
+/// Group (the letters of [`verdict::Ranking`]: strategies that share one
+/// are not told apart; `-` with one round), strategy, req/s, p95,
 /// connection held, round trips, server CPU per request and the share of
 /// pgbench on the same SQL, fastest first, each with its interval. Empty
 /// unless the cells differ by strategy alone.
@@ -37,15 +38,15 @@ pub fn summary_markdown(cells: &[CellResult]) -> String {
     }
     let baseline = cells.iter().all(|c| c.pgbench_tps > 0.0);
     let mut out = String::from(
-        "| rank | strategy | req/s | p95 ms | connection held ms | round trips | CPU µs/req |",
+        "| group | strategy | req/s | p95 ms | connection held ms | round trips | CPU µs/req |",
     );
     out.push_str(if baseline {
         " of pgbench |\n|---|---|---|---|---|---|---|---|\n"
     } else {
         "\n|---|---|---|---|---|---|---|\n"
     });
-    let ranks = verdict::ranks(cells, Figure::Throughput);
-    for (strategy, rank) in &ranks {
+    let groups = verdict::Ranking::of(cells, Figure::Throughput).groups();
+    for (strategy, group) in &groups {
         let Some(c) = cells.iter().find(|c| &c.strategy == strategy) else {
             continue;
         };
@@ -56,7 +57,7 @@ pub fn summary_markdown(cells: &[CellResult]) -> String {
         };
         let _ = write!(
             out,
-            "| {rank} | {} | {} | {} | {} | {trips} | {} |",
+            "| {group} | {} | {} | {} | {} | {trips} | {} |",
             c.strategy,
             show(c, Figure::Throughput, c.throughput_rps, 0),
             show(c, Figure::P95, c.p95_ms, 1),
@@ -229,17 +230,17 @@ mod tests {
         ]);
         assert_eq!(
             md,
-            "| rank | strategy | req/s | p95 ms | connection held ms | round trips | CPU µs/req | of pgbench |\n|---|---|---|---|---|---|---|---|\n| 1 | single | 668 | 40.0 | 7.40 | 1 | 368 | 91% |\n| 2 | batch | 500 | 40.0 | 7.40 | 1 | 368 | 100% |\n"
+            "| group | strategy | req/s | p95 ms | connection held ms | round trips | CPU µs/req | of pgbench |\n|---|---|---|---|---|---|---|---|\n| - | single | 668 | 40.0 | 7.40 | 1 | 368 | 91% |\n| - | batch | 500 | 40.0 | 7.40 | 1 | 368 | 100% |\n"
         );
         let md = summary_markdown(&[
             cell("batch", &[500.0, 520.0, 510.0], &[600.0, 610.0, 590.0]),
             cell("single", &[668.0, 690.0, 700.0], &[733.0, 740.0, 720.0]),
         ]);
         assert!(
-            md.contains("| 1 | single | 686 [645, 727] | 40.0 [40.0, 40.0] |"),
+            md.contains("| a | single | 686 [645, 727] | 40.0 [40.0, 40.0] |"),
             "{md}"
         );
-        assert!(md.contains("| 2 | batch | 510 [485, 535] |"), "{md}");
+        assert!(md.contains("| b | batch | 510 [485, 535] |"), "{md}");
         assert!(md.contains("% ["), "{md}");
         assert!(
             !summary_markdown(&[cell("batch", &[1.0], &[]), cell("single", &[2.0], &[])])
@@ -251,17 +252,17 @@ mod tests {
     }
 
     #[test]
-    fn level_strategies_share_a_rank() {
+    fn level_strategies_share_a_letter() {
         let md = summary_markdown(&[
             cell("pipeline", &[1300.0, 1240.0, 1350.0, 1260.0], &[]),
             cell("unnest", &[1250.0, 1330.0, 1270.0, 1320.0], &[]),
             cell("batch", &[800.0, 810.0, 790.0, 805.0], &[]),
         ]);
         assert!(
-            md.contains("| 1= | unnest |") && md.contains("| 1= | pipeline |"),
+            md.contains("| a | unnest |") && md.contains("| a | pipeline |"),
             "{md}"
         );
-        assert!(md.contains("| 3 | batch |"), "{md}");
+        assert!(md.contains("| b | batch |"), "{md}");
     }
 
     #[test]

@@ -1,11 +1,13 @@
 //! The verdict of a run that compares strategies on otherwise equal cells:
 //! a few lines a newcomer can read without the table, each comparison with
-//! its 95% interval, and two strategies the rounds cannot tell apart
-//! called level (benchstat's `~`), not ranked by a difference in means.
+//! its 95% interval, and which strategies the rounds tell apart as a
+//! partial order ([`crate::stats::letters`]): every pair tested on its
+//! own rounds, Holm's method over the pairs, never a chain of ties.
 
 use std::fmt::Write as _;
 
 use crate::report::results::CellResult;
+use crate::stats::letters::{FAMILY_ALPHA, holm, letters, paired_p};
 use crate::stats::rounds::{Figure, comparable, ratio};
 use crate::stats::uncertainty::{Call, Interval};
 
@@ -48,57 +50,141 @@ fn mean(c: &CellResult, figure: Figure) -> f64 {
     }
 }
 
-/// The cells from highest to lowest `figure` (throughput, or pgbench's tps
-/// on their SQL), in tiers: a cell joins the tier above it when the
-/// paired ratio to the cell just above holds 1 in its interval. Without
-/// an interval (one round) every cell is a tier of its own.
-pub fn tiers(cells: &[CellResult], figure: Figure) -> Vec<Vec<&CellResult>> {
-    let mut sorted: Vec<&CellResult> = cells.iter().collect();
-    sorted.sort_by(|a, b| mean(b, figure).total_cmp(&mean(a, figure)));
-    let mut out: Vec<Vec<&CellResult>> = Vec::new();
-    for (i, c) in sorted.iter().enumerate() {
-        let level = i > 0 && ratio(sorted[i - 1], c, figure).is_some_and(|r| r.call() == Call::Tie);
-        match out.last_mut() {
-            Some(tier) if level => tier.push(c),
-            _ => out.push(vec![c]),
-        }
-    }
-    out
+/// The cells best first by `figure` (throughput, or pgbench's tps on their
+/// SQL), which pairs the rounds tell apart, and the letters that show it.
+#[derive(Debug, Clone)]
+pub struct Ranking<'a> {
+    /// The cells, highest mean first.
+    pub order: Vec<&'a CellResult>,
+    /// Each cell's letters (in `order`); empty with one round.
+    pub letters: Vec<String>,
+    /// `apart[i][j]`: cells `i` and `j` (in `order`) told apart, Holm's
+    /// method over every pair at a family-wise 5%. With one round no pair
+    /// is tested and none is apart.
+    apart: Vec<Vec<bool>>,
+    /// Whether every pair had rounds to test.
+    tested: bool,
 }
 
-/// `single > unnest ~ pipeline > batch`.
-pub fn show_tiers(tiers: &[Vec<&CellResult>]) -> String {
-    tiers
-        .iter()
-        .map(|t| {
-            t.iter()
+impl<'a> Ranking<'a> {
+    /// Ranks `cells` by `figure`.
+    pub fn of(cells: &'a [CellResult], figure: Figure) -> Self {
+        let mut order: Vec<&CellResult> = cells.iter().collect();
+        order.sort_by(|a, b| mean(b, figure).total_cmp(&mean(a, figure)));
+        let n = order.len();
+        let mut index = Vec::new();
+        let mut ps = Vec::new();
+        for i in 0..n {
+            for j in i + 1..n {
+                index.push((i, j));
+                ps.push(paired_p(&pairs(order[i], order[j], figure)));
+            }
+        }
+        let tested = ps.iter().all(Option::is_some);
+        let mut apart = vec![vec![false; n]; n];
+        if tested {
+            let ps: Vec<f64> = ps.into_iter().flatten().collect();
+            for (&(i, j), rejected) in index.iter().zip(holm(&ps, FAMILY_ALPHA)) {
+                apart[i][j] = rejected;
+                apart[j][i] = rejected;
+            }
+        }
+        let letters = if tested {
+            letters(n, |i, j| apart[i][j])
+        } else {
+            Vec::new()
+        };
+        Self {
+            order,
+            letters,
+            apart,
+            tested,
+        }
+    }
+
+    /// The pairs compared.
+    pub fn pair_count(&self) -> usize {
+        self.order.len() * self.order.len().saturating_sub(1) / 2
+    }
+
+    /// Whether the cells at `i` and `j` (in `order`) are told apart.
+    fn is_apart(&self, i: usize, j: usize) -> bool {
+        self.apart[i][j]
+    }
+
+    /// The best cell and every cell not told apart from it (with one
+    /// round, the best alone: its lead is a mean's, said so).
+    fn leaders(&self) -> Vec<&'a CellResult> {
+        self.order
+            .iter()
+            .enumerate()
+            .filter(|&(k, _)| k == 0 || (self.tested && !self.is_apart(0, k)))
+            .map(|(_, c)| *c)
+            .collect()
+    }
+
+    /// `single a, pipeline ab, unnest b`; with one round the order of the
+    /// means, `single > unnest`, which is all one round gives.
+    pub fn show(&self) -> String {
+        if self.tested {
+            self.order
+                .iter()
+                .zip(&self.letters)
+                .map(|(c, l)| format!("{} {l}", c.strategy))
+                .collect::<Vec<_>>()
+                .join(", ")
+        } else {
+            self.order
+                .iter()
                 .map(|c| c.strategy.as_str())
                 .collect::<Vec<_>>()
-                .join(" ~ ")
-        })
-        .collect::<Vec<_>>()
-        .join(" > ")
+                .join(" > ")
+        }
+    }
+
+    /// Each strategy with its letters, best first (`-` with one round).
+    pub fn groups(&self) -> Vec<(String, String)> {
+        self.order
+            .iter()
+            .enumerate()
+            .map(|(k, c)| {
+                (
+                    c.strategy.clone(),
+                    self.letters
+                        .get(k)
+                        .cloned()
+                        .unwrap_or_else(|| "-".to_owned()),
+                )
+            })
+            .collect()
+    }
+
+    /// Whether `a` is told apart from `b`, and which way: `Ahead` when `a`
+    /// is the higher; a tie when not apart or not tested.
+    fn call(&self, a: &str, b: &str) -> Call {
+        let at = |name: &str| self.order.iter().position(|c| c.strategy == name);
+        match (at(a), at(b)) {
+            (Some(i), Some(j)) if self.is_apart(i, j) => {
+                if i < j {
+                    Call::Ahead
+                } else {
+                    Call::Behind
+                }
+            }
+            _ => Call::Tie,
+        }
+    }
 }
 
-/// The rank of each strategy, level ones sharing theirs: `1`, `2`, `2`, `4`.
-pub fn ranks(cells: &[CellResult], figure: Figure) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    let mut place = 1;
-    for tier in tiers(cells, figure) {
-        let shared = tier.len() > 1;
-        for c in &tier {
-            out.push((
-                c.strategy.clone(),
-                if shared {
-                    format!("{place}=")
-                } else {
-                    place.to_string()
-                },
-            ));
-        }
-        place += tier.len();
-    }
-    out
+/// The rounds of `a` and `b` paired by round: `(a's, b's)` of `figure`.
+fn pairs(a: &CellResult, b: &CellResult, figure: Figure) -> Vec<(f64, f64)> {
+    a.rounds
+        .iter()
+        .filter_map(|ra| {
+            let rb = b.rounds.iter().find(|rb| rb.round == ra.round)?;
+            Some((figure.of(ra), figure.of(rb)))
+        })
+        .collect()
 }
 
 /// How chatlab's order of two strategies compares with pgbench's on the
@@ -112,28 +198,19 @@ pub struct Agreement {
     pub tie_differs: Vec<(String, String)>,
 }
 
-/// Every pair of strategies, called by chatlab's paired rounds and by
-/// pgbench's.
+/// Every pair of strategies, told apart or not by chatlab's rounds and by
+/// pgbench's (each with Holm's method over its pairs).
 pub fn agreement(cells: &[CellResult]) -> Agreement {
     let mut out = Agreement {
         opposite: Vec::new(),
         tie_differs: Vec::new(),
     };
-    let call = |a: &CellResult, b: &CellResult, f: Figure| {
-        ratio(a, b, f).map_or_else(
-            // One round: the means decide, as there is nothing else.
-            || match mean(a, f).total_cmp(&mean(b, f)) {
-                std::cmp::Ordering::Less => Call::Behind,
-                std::cmp::Ordering::Greater => Call::Ahead,
-                std::cmp::Ordering::Equal => Call::Tie,
-            },
-            |r| r.call(),
-        )
-    };
+    let chatlab = Ranking::of(cells, Figure::Throughput);
+    let pgbench = Ranking::of(cells, Figure::Pgbench);
     for (i, a) in cells.iter().enumerate() {
         for b in &cells[i + 1..] {
-            let ours = call(a, b, Figure::Throughput);
-            let theirs = call(a, b, Figure::Pgbench);
+            let ours = chatlab.call(&a.strategy, &b.strategy);
+            let theirs = pgbench.call(&a.strategy, &b.strategy);
             let pair = if ours == Call::Behind || (ours == Call::Tie && theirs == Call::Behind) {
                 (b.strategy.clone(), a.strategy.clone())
             } else {
@@ -178,52 +255,74 @@ pub fn verdict(cells: &[CellResult]) -> Option<String> {
     }
     let first = cells.first()?;
     let rounds = cells.iter().map(|c| c.rounds.len()).min().unwrap_or(0);
-    let tiers = tiers(cells, Figure::Throughput);
-    let mut out = winner_line(&tiers, rounds, first.members, first.vus)?;
-    for tier in tiers.iter().filter(|t| t.len() > 1) {
-        for pair in tier.windows(2) {
-            let _ = write!(
-                out,
-                "\n{} and {} are indistinguishable in this run ({} {}).",
-                pair[0].strategy,
-                pair[1].strategy,
-                show_ratio(pair[0], pair[1], Figure::Throughput),
-                pair[1].strategy
-            );
+    let ranking = Ranking::of(cells, Figure::Throughput);
+    let mut out = winner_line(&ranking, rounds, first.members, first.vus)?;
+    if ranking.tested {
+        let _ = write!(
+            out,
+            "\nGroups: {} (strategies that share a letter are not told apart).",
+            ranking.show()
+        );
+        for (i, a) in ranking.order.iter().enumerate() {
+            for (j, b) in ranking.order.iter().enumerate().skip(i + 1) {
+                if ranking.is_apart(i, j) {
+                    continue;
+                }
+                let own = ratio(a, b, Figure::Throughput).map(|r| r.call());
+                let _ = write!(
+                    out,
+                    "\n{} and {} are not told apart in this run ({} {}{}).",
+                    a.strategy,
+                    b.strategy,
+                    show_ratio(a, b, Figure::Throughput),
+                    b.strategy,
+                    if own.is_some_and(|c| c != Call::Tie) {
+                        format!(
+                            "; its own interval excludes 1, but not once the {} comparisons are held to 5% together",
+                            ranking.pair_count()
+                        )
+                    } else {
+                        String::new()
+                    }
+                );
+            }
         }
     }
-    out.push_str(&held_line(&tiers));
+    out.push_str(&held_line(&ranking));
     if cells.iter().all(|c| mean(c, Figure::Pgbench) > 0.0) {
         let _ = write!(
             out,
             "\nRanking: chatlab {}; pgbench on the same SQL {} ({}).",
-            show_tiers(&tiers),
-            show_tiers(&self::tiers(cells, Figure::Pgbench)),
+            ranking.show(),
+            Ranking::of(cells, Figure::Pgbench).show(),
             agreement_words(&agreement(cells))
         );
     }
     Some(out)
 }
 
-/// The verdict's first line: the winner, or the leaders level, with the
-/// rest behind them; how the `rounds` make the intervals.
-fn winner_line(
-    tiers: &[Vec<&CellResult>],
-    rounds: usize,
-    members: usize,
-    vus: usize,
-) -> Option<String> {
-    let leaders = tiers.first()?;
-    let best = leaders.first()?;
+/// The verdict's first line: the winner, or the cells not told apart from
+/// the best, with the rest behind; how the `rounds` make the intervals and
+/// the calls.
+fn winner_line(ranking: &Ranking<'_>, rounds: usize, members: usize, vus: usize) -> Option<String> {
+    let best = *ranking.order.first()?;
+    let leaders = ranking.leaders();
     let mut out = String::new();
-    let method = if rounds >= 2 {
-        format!("{rounds} rounds; 95% intervals, Student's t on the rounds, ratios paired by round")
+    let method = if ranking.tested {
+        let calls = match ranking.pair_count() {
+            1 => "its one pair called at 5%".to_owned(),
+            n => format!("its {n} pairs called with Holm's method at a family-wise 5%"),
+        };
+        format!(
+            "{rounds} rounds; 95% intervals, Student's t on the rounds, ratios paired by round; {calls}"
+        )
     } else {
-        "one round: no intervals, and no tie can be called".to_owned()
+        "one round: one measurement, no interval, and no tie can be called".to_owned()
     };
-    let behind: Vec<String> = tiers[1..]
+    let behind: Vec<String> = ranking
+        .order
         .iter()
-        .flatten()
+        .filter(|c| !leaders.iter().any(|l| l.strategy == c.strategy))
         .map(|c| {
             format!(
                 "{} {} ({:.0})",
@@ -241,19 +340,22 @@ fn winner_line(
     if leaders.len() == 1 {
         let _ = write!(
             out,
-            "Verdict ({method}): {} won at {}{ahead_of} ({} members, {} VUs).",
+            "Verdict ({method}): {} {} at {}{ahead_of} ({} members, {} VUs).",
             best.strategy,
+            if ranking.tested { "won" } else { "was highest" },
             show_mean(best, Figure::Throughput, 0, "req/s"),
             members,
             vus
         );
     } else {
-        let names: Vec<&str> = leaders.iter().map(|c| c.strategy.as_str()).collect();
+        let others: Vec<&str> = leaders[1..].iter().map(|c| c.strategy.as_str()).collect();
         let _ = write!(
             out,
-            "Verdict ({method}): no single winner: {} lead level at {}{} ({} members, {} VUs).",
-            join_words(&names),
-            leaders
+            "Verdict ({method}): no single winner: {} at {} is not told apart from {} ({}){} ({} members, {} VUs).",
+            best.strategy,
+            show_mean(best, Figure::Throughput, 0, "req/s"),
+            join_words(&others),
+            leaders[1..]
                 .iter()
                 .map(|c| show_mean(c, Figure::Throughput, 0, "req/s"))
                 .collect::<Vec<_>>()
@@ -272,10 +374,10 @@ fn winner_line(
 
 /// What each strategy held of its connection per request, and its round
 /// trips, best first.
-fn held_line(tiers: &[Vec<&CellResult>]) -> String {
-    let held: Vec<String> = tiers
+fn held_line(ranking: &Ranking<'_>) -> String {
+    let held: Vec<String> = ranking
+        .order
         .iter()
-        .flatten()
         .map(|c| {
             let trips = if c.round_trips > 0.0 {
                 let plural = if (c.round_trips - 1.0).abs() < 0.05 {
@@ -404,8 +506,8 @@ mod tests {
         ];
         let v = verdict(&overlapping).unwrap();
         assert!(v.contains("no single winner: "), "{v}");
-        assert!(v.contains("are indistinguishable in this run (~ "), "{v}");
-        assert_eq!(ranks(&overlapping, Figure::Throughput)[1].1, "1=");
+        assert!(v.contains("are not told apart in this run (~ "), "{v}");
+        assert!(v.contains("Groups: unnest a, pipeline a ("), "{v}");
         // single ahead in every round by about a fifth: a winner.
         let apart = [
             cell("single", &[1500.0, 1480.0, 1560.0, 1510.0], &[], 4.0, 1.0),
@@ -413,16 +515,59 @@ mod tests {
         ];
         let v = verdict(&apart).unwrap();
         assert!(v.starts_with("Verdict (4 rounds; 95% intervals"), "{v}");
+        assert!(v.contains("by round; its one pair called at 5%)"), "{v}");
         assert!(v.contains("): single won at 1512 req/s ["), "{v}");
         assert!(v.contains("unnest (1252)"), "{v}");
-        assert!(!v.contains("indistinguishable"), "{v}");
+        assert!(!v.contains("not told apart in this run"), "{v}");
         assert_eq!(
-            ranks(&apart, Figure::Throughput),
+            Ranking::of(&apart, Figure::Throughput).groups(),
             vec![
-                ("single".to_owned(), "1".to_owned()),
-                ("unnest".to_owned(), "2".to_owned())
+                ("single".to_owned(), "a".to_owned()),
+                ("unnest".to_owned(), "b".to_owned())
             ]
         );
+    }
+
+    #[test]
+    fn a_tie_on_each_side_does_not_make_the_ends_level() {
+        // single ahead of unnest in every round by about a tenth; pipeline
+        // between them, trading places with each: single a, pipeline ab,
+        // unnest b — never "all three level".
+        let cells = [
+            cell(
+                "single",
+                &[1100.0, 1120.0, 1090.0, 1110.0, 1105.0, 1095.0],
+                &[],
+                4.0,
+                1.0,
+            ),
+            cell(
+                "pipeline",
+                &[1080.0, 1010.0, 1110.0, 1000.0, 1090.0, 1010.0],
+                &[],
+                4.5,
+                1.0,
+            ),
+            cell(
+                "unnest",
+                &[1000.0, 1010.0, 995.0, 1012.0, 1003.0, 998.0],
+                &[],
+                5.0,
+                5.0,
+            ),
+        ];
+        let r = Ranking::of(&cells, Figure::Throughput);
+        assert_eq!(r.show(), "single a, pipeline ab, unnest b");
+        let v = verdict(&cells).unwrap();
+        assert!(
+            v.contains("no single winner: single at 1103 req/s ["),
+            "{v}"
+        );
+        assert!(v.contains("is not told apart from pipeline"), "{v}");
+        assert!(v.contains("single against the rest: 1.10× ["), "{v}");
+        assert!(v.contains("single and pipeline are not told apart"), "{v}");
+        assert!(v.contains("pipeline and unnest are not told apart"), "{v}");
+        assert!(!v.contains("single and unnest are not told apart"), "{v}");
     }
 
     #[test]
@@ -439,6 +584,7 @@ mod tests {
             ),
             "{v}"
         );
+        assert!(v.contains("Groups: single a, batch b, per_row c"), "{v}");
         assert!(
             v.contains("single 3.00 ms [3.00, 3.00], 1 round trip; batch 5.50 ms [5.50, 5.50], 5 round trips"),
             "{v}"
@@ -446,62 +592,69 @@ mod tests {
     }
 
     #[test]
-    fn one_round_ranks_by_the_means_and_says_it_cannot_call_ties() {
+    fn one_round_orders_by_the_means_and_says_it_cannot_call_ties() {
         let cells = [
             cell("batch", &[800.0], &[], 5.5, 5.0),
             cell("single", &[1000.0], &[], 3.0, 1.0),
         ];
         let v = verdict(&cells).unwrap();
         assert!(
-            v.starts_with("Verdict (one round: no intervals, and no tie can be called): single won at 1000 req/s: 1.25× batch (800)"),
+            v.starts_with("Verdict (one round: one measurement, no interval, and no tie can be called): single was highest at 1000 req/s: 1.25× batch (800)"),
             "{v}"
+        );
+        assert!(!v.contains("won"), "{v}");
+        assert!(!v.contains("Groups"), "{v}");
+        assert_eq!(
+            Ranking::of(&cells, Figure::Throughput).groups()[0],
+            ("single".to_owned(), "-".to_owned())
         );
     }
 
     #[test]
     fn the_pgbench_ranking_is_compared_with_ties() {
-        // chatlab: single > pipeline ~ unnest; pgbench: single > unnest > pipeline.
+        // chatlab: single ahead of both, unnest and pipeline level;
+        // pgbench: every pair apart, unnest ahead of pipeline.
         let cells = [
             cell(
                 "single",
-                &[1500.0, 1520.0, 1480.0],
-                &[1600.0, 1610.0, 1590.0],
+                &[1500.0, 1520.0, 1480.0, 1510.0],
+                &[1600.0, 1610.0, 1590.0, 1605.0],
                 4.0,
                 1.0,
             ),
             cell(
                 "pipeline",
-                &[1300.0, 1240.0, 1350.0],
-                &[1300.0, 1290.0, 1310.0],
+                &[1300.0, 1240.0, 1350.0, 1260.0],
+                &[1300.0, 1290.0, 1310.0, 1295.0],
                 5.0,
                 1.0,
             ),
             cell(
                 "unnest",
-                &[1250.0, 1330.0, 1270.0],
-                &[1400.0, 1395.0, 1410.0],
+                &[1250.0, 1330.0, 1270.0, 1320.0],
+                &[1400.0, 1395.0, 1410.0, 1402.0],
                 5.0,
                 5.0,
             ),
         ];
         let v = verdict(&cells).unwrap();
         assert!(
-            v.contains("Ranking: chatlab single > pipeline ~ unnest; pgbench on the same SQL single > unnest > pipeline (no pair in opposite order; one of the two calls level what the other tells apart: unnest and pipeline)."),
+            v.contains("Ranking: chatlab single a, unnest b, pipeline b; pgbench on the same SQL single a, unnest b, pipeline c (no pair in opposite order; one of the two calls level what the other tells apart: unnest and pipeline)."),
             "{v}"
         );
         // Now chatlab clearly puts pipeline ahead where pgbench puts it behind.
         let mut flipped = cells.clone();
         flipped[1] = cell(
             "pipeline",
-            &[1400.0, 1410.0, 1390.0],
-            &[1300.0, 1290.0, 1310.0],
+            &[1400.0, 1410.0, 1390.0, 1405.0],
+            &[1300.0, 1290.0, 1310.0, 1295.0],
             5.0,
             1.0,
         );
         flipped[2] = cell(
             "unnest",
-            &[1200.0, 1210.0, 1190.0],
-            &[1400.0, 1395.0, 1410.0],
+            &[1200.0, 1210.0, 1190.0, 1205.0],
+            &[1400.0, 1395.0, 1410.0, 1402.0],
             5.0,
             5.0,
         );
