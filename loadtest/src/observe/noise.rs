@@ -140,6 +140,12 @@ impl CpuTimes {
     }
 }
 
+/// The machine's busy and total CPU ticks so far (`/proc/stat`'s `cpu`
+/// line; busy leaves out idle, I/O wait and steal).
+pub fn machine_ticks() -> Option<(u64, u64)> {
+    cpu_times().map(|t| (t.busy(), t.total()))
+}
+
 fn cpu_times() -> Option<CpuTimes> {
     parse_cpu_line(&fs::read_to_string("/proc/stat").ok()?)
 }

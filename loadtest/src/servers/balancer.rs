@@ -53,6 +53,11 @@ pub struct BalancerSpec {
     pub files_per_process: usize,
     /// Time between two health checks of an instance.
     pub check_every: Duration,
+    /// Whether HAProxy sends each piece of a response as it comes
+    /// (`option http-no-delay`); without it, HAProxy's default lets the
+    /// kernel hold a small write while more may follow, and a live frame
+    /// waits some 200 ms.
+    pub no_delay: bool,
 }
 
 impl BalancerSpec {
@@ -159,6 +164,7 @@ fn config(spec: &BalancerSpec, port: u16) -> String {
          \n\
          defaults\n\
          \x20   mode http\n\
+         {no_delay}\
          \x20   timeout connect 2s\n\
          \x20   timeout client 1h\n\
          \x20   timeout server 1h\n\
@@ -178,6 +184,11 @@ fn config(spec: &BalancerSpec, port: u16) -> String {
          {servers}",
         maxconn = spec.streams_per_process(),
         files = spec.files_per_process,
+        no_delay = if spec.no_delay {
+            "    option http-no-delay\n"
+        } else {
+            ""
+        },
     )
 }
 
@@ -200,6 +211,7 @@ mod tests {
             processes: 11,
             files_per_process: 20_000,
             check_every: Duration::from_millis(500),
+            no_delay: true,
         }
     }
 
@@ -217,10 +229,20 @@ mod tests {
         assert!(text.contains("    maxconn 9900\n"), "{text}");
         assert!(text.contains("    ulimit-n 20000\n"), "{text}");
         assert!(text.contains("    option httpchk GET /readyz\n"), "{text}");
+        // A live frame must not wait for more data to fill a packet.
+        assert!(text.contains("    option http-no-delay\n"), "{text}");
         assert!(
             text.contains("    server s1-1 127.0.0.1:8001 check port 9001 source 127.0.2.2\n"),
             "{text}"
         );
         assert!(text.contains("inter 500ms fall 2 rise 2"), "{text}");
+        let default = config(
+            &BalancerSpec {
+                no_delay: false,
+                ..spec()
+            },
+            7000,
+        );
+        assert!(!default.contains("http-no-delay"), "{default}");
     }
 }

@@ -103,6 +103,11 @@ impl Clients {
         Ok(clients)
     }
 
+    /// The client processes' ids.
+    pub(super) fn pids(&self) -> Vec<u32> {
+        self.children.iter().map(Child::id).collect()
+    }
+
     /// Stops every client (SIGTERM, then their exit) and reads their
     /// records.
     pub(super) async fn stop(&mut self) -> Result<Vec<Record>, LoadError> {

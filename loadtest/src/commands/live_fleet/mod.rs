@@ -36,7 +36,7 @@ use crate::load::creators::create_groups;
 use crate::load::monotonic::now_ns;
 use crate::load::scenario::seed_users;
 use crate::load::schedule::parse_duration;
-use crate::observe::procstat;
+use crate::observe::{noise, procstat};
 use crate::servers::balancer::{Backend, Balancer, BalancerSpec};
 use crate::servers::broker::{Broker, BrokerStorage};
 use crate::servers::fleet::{Fleet, FleetSpec, send_signal};
@@ -101,6 +101,10 @@ pub struct LiveFleetArgs {
     /// Where results.md and the logs go.
     #[arg(long)]
     out: PathBuf,
+    /// Run HAProxy on its default for responses (no `option
+    /// http-no-delay`), to measure what that costs a live frame.
+    #[arg(long)]
+    haproxy_default_delay: bool,
     /// Exit 1 when a delivery is missing or repeated, a stream never came
     /// back, or the p99 is over its target.
     #[arg(long)]
@@ -146,6 +150,7 @@ impl LiveFleetArgs {
             processes: self.balancer_processes,
             files_per_process: FILES_PER_PROCESS,
             check_every: Duration::from_millis(500),
+            no_delay: !self.haproxy_default_delay,
         };
         if spec.processes == 0 {
             spec.processes = self.streams().div_ceil(spec.streams_per_process().max(1)) + 2;
@@ -251,6 +256,9 @@ pub async fn run(args: LiveFleetArgs) -> Result<bool, LoadError> {
     let spread = streams_per_instance(&client, &fleet.ops_urls()).await;
     let rss_before: Vec<f64> = instance_pids.iter().map(|&p| rss(p)).collect();
     let broker_cpu_before = procstat::sample(broker.pid()).map(|s| s.cpu_secs);
+    let groups = [instance_pids.clone(), balancer.pids(), clients.pids()];
+    let groups_before: Vec<Vec<f64>> = groups.iter().map(|g| cpu_secs(g)).collect();
+    let machine_before = noise::machine_ticks();
     let victim = fleet.servers.last().map(|s| s.pid);
     let start = now_ns();
     let (writes, killed_at) = tokio::join!(
@@ -271,6 +279,25 @@ pub async fn run(args: LiveFleetArgs) -> Result<bool, LoadError> {
         .zip(broker_cpu_before)
         .map(|(after, before)| (after - before) / writing_secs * 100.0);
     let balancer_rss: f64 = balancer.pids().iter().map(|&p| rss(p)).sum();
+    let per_core = |secs: f64| secs / writing_secs * 100.0;
+    let spent: Vec<f64> = groups
+        .iter()
+        .zip(&groups_before)
+        .map(|(g, before)| per_core(cpu_spent(before, &cpu_secs(g))))
+        .collect();
+    let cpu = report::Cpu {
+        instances: spent[0],
+        balancer: spent[1],
+        clients: spent[2],
+        machine: noise::machine_ticks().zip(machine_before).map(
+            |((busy, total), (busy0, total0))| {
+                let cores = std::thread::available_parallelism().map_or(1, usize::from) as f64;
+                busy.saturating_sub(busy0) as f64 / total.saturating_sub(total0).max(1) as f64
+                    * cores
+                    * 100.0
+            },
+        ),
+    };
     tokio::time::sleep(args.drain).await;
     let spread_after = streams_per_instance(&client, &fleet.ops_urls()).await;
     let records = clients.stop().await?;
@@ -285,6 +312,7 @@ pub async fn run(args: LiveFleetArgs) -> Result<bool, LoadError> {
         rss_after,
         balancer_rss,
         broker_cpu,
+        cpu,
         figures,
     };
     let text = report::results_md(&args, &balancer_spec, &version, &run, &machine_note());
@@ -313,6 +341,29 @@ fn backend(n: usize, url: &str, ops_url: &str) -> Result<Backend, LoadError> {
             .map(|k| format!("127.0.{k}.{}", n + 1))
             .collect(),
     })
+}
+
+/// The CPU seconds of each of `pids` so far (NaN for one that is gone).
+fn cpu_secs(pids: &[u32]) -> Vec<f64> {
+    pids.iter()
+        .map(|&p| procstat::sample(p).map_or(f64::NAN, |s| s.cpu_secs))
+        .collect()
+}
+
+/// CPU seconds spent between two samples of the same processes; a process
+/// gone by the second (the killed instance) counts nothing.
+fn cpu_spent(before: &[f64], after: &[f64]) -> f64 {
+    before
+        .iter()
+        .zip(after)
+        .map(|(b, a)| {
+            if a.is_nan() || b.is_nan() {
+                0.0
+            } else {
+                (a - b).max(0.0)
+            }
+        })
+        .sum()
 }
 
 /// The resident memory of `pid`, MiB (0 when it is gone).

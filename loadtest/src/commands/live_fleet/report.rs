@@ -27,7 +27,23 @@ pub(super) struct Run {
     pub(super) balancer_rss: f64,
     /// The broker's CPU over the writes, % of a core.
     pub(super) broker_cpu: Option<f64>,
+    /// Where the machine's CPU went over the writes.
+    pub(super) cpu: Cpu,
     pub(super) figures: Figures,
+}
+
+/// CPU over the writes, % of one core.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Cpu {
+    /// The chatlab instances together (the killed one until its kill is
+    /// not counted).
+    pub(super) instances: f64,
+    /// The HAProxy processes together.
+    pub(super) balancer: f64,
+    /// The client processes together.
+    pub(super) clients: f64,
+    /// The whole machine, busy (`/proc/stat`).
+    pub(super) machine: Option<f64>,
 }
 
 impl Run {
@@ -127,22 +143,27 @@ pub(super) fn results_md(
             format!("| {n} | {streams:.0} | {streams_after:.0} | {before:.1} | {after:.1} |\n")
         })
         .collect();
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
     format!(
         "# The live tier at fleet scale\n\n\
          PostgreSQL {version}, straight over loopback. {machine}\n\n\
          {} chatlab instances (`after_commit`) on one tansu broker (SQLite) and the database, \
          behind {} HAProxy processes sharing one port (`leastconn`, `/readyz` checked every 500 ms, \
-         down after 2 failures). {} streams, one per user, from {} client processes, each on a \
+         down after 2 failures, {}). {} streams, one per user, from {} client processes, each on a \
          loopback address of its own; {} chats of {} members. {} messages a second for {} to the \
          first instance, round robin over the chats; a delivery runs from its write's start to its \
          frame's arrival (one monotonic clock for every process); a delivery not seen {} after the \
-         last write is missing.{}\n\n\
+         last write is missing.{}{}\n\n\
          | streams | opened within ms | messages written | failed | deliveries owed | delivered | missing | repeated | p50 ms | p99 ms | max ms | p99 ms after the kill, streams not cut | p99 ms after the kill, streams cut | streams cut by the kill | not back at the end | all back after the kill ms | other cuts | balancer RSS MiB | broker CPU % of a core |\n\
          |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n\
          | {} | {:.0} | {} | {} | {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {} | {} | {} | {} | {} | {} | {:.1} | {} |\n\n\
          p50, p99 and max are the deliveries of the writes started before the kill (of every write \
          when none was killed); the writes after it are timed apart, to the streams it did not cut \
          and to those it cut.\n\n\
+         CPU over the writes, % of one core (the machine has {cores}):\n\n\
+         | chatlab instances | balancer | clients | broker | the rest (PostgreSQL, the writer, the kernel) | machine busy |\n\
+         |---|---|---|---|---|---|\n\
+         | {:.1} | {:.1} | {:.1} | {} | {} | {} |\n\n\
          Per instance (the last is the one killed, when one was):\n\n\
          | instance | live streams before the writes | at the end | RSS MiB before | after |\n\
          |---|---|---|---|---|\n\
@@ -150,6 +171,11 @@ pub(super) fn results_md(
          {}",
         args.instances,
         balancer.processes,
+        if balancer.no_delay {
+            "`option http-no-delay`: each piece of a response sent as it comes"
+        } else {
+            "HAProxy's default for responses, without `option http-no-delay`"
+        },
         run.streams,
         args.client_processes,
         args.chats,
@@ -157,6 +183,18 @@ pub(super) fn results_md(
         args.rate,
         humantime::format_duration(args.duration),
         humantime::format_duration(args.drain),
+        if args.env.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " Instances' settings beyond their defaults: {}.",
+                args.env
+                    .iter()
+                    .map(|(k, v)| format!("`{k}={v}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        },
         args.kill_at.map_or_else(String::new, |at| format!(
             " {} into the writes the last instance was killed (SIGKILL); its clients \
              reconnected through the balancer with `Last-Event-ID`, every 250 ms until one \
@@ -184,6 +222,24 @@ pub(super) fn results_md(
         run.balancer_rss,
         run.broker_cpu
             .map_or_else(|| "–".to_owned(), |c| format!("{c:.1}")),
+        run.cpu.instances,
+        run.cpu.balancer,
+        run.cpu.clients,
+        run.broker_cpu
+            .map_or_else(|| "–".to_owned(), |c| format!("{c:.1}")),
+        run.cpu.machine.map_or_else(
+            || "–".to_owned(),
+            |m| format!(
+                "{:.1}",
+                m - run.cpu.instances
+                    - run.cpu.balancer
+                    - run.cpu.clients
+                    - run.broker_cpu.unwrap_or(0.0)
+            )
+        ),
+        run.cpu
+            .machine
+            .map_or_else(|| "–".to_owned(), |m| format!("{m:.1}")),
         run.verdicts(args.p99_target, args.kill_at.is_some()),
     )
 }
