@@ -221,6 +221,11 @@ def check_nginx(compose, services):
         chatlabs = {n for n, s in services.items() if is_chatlab(n, s)}
         if {h for h, _ in upstreams} != chatlabs:
             fail(f"{src.name}: upstreams {sorted(h for h, _ in upstreams)} are not the chatlab services {sorted(chatlabs)}")
+        # GET /v1/ws is a WebSocket: the handshake's Upgrade and Connection
+        # must reach chatlab, or the live client gets no socket.
+        if not re.search(r"^\s*proxy_set_header\s+Upgrade\s+\$http_upgrade;", text, re.M) \
+                or re.search(r'^\s*proxy_set_header\s+Connection\s+"";', text, re.M):
+            fail(f"{src.name}: a WebSocket upgrade is not passed on (proxy_set_header Upgrade/Connection)")
         listen = set(re.findall(r"^\s*listen\s+(\d+)", text, re.M))
         published = {str(p).rsplit(":", 1)[-1] for p in svc.get("ports", [])}
         if not published <= listen:
