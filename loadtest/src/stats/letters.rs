@@ -61,8 +61,8 @@ pub fn holm(ps: &[f64], alpha: f64) -> Vec<bool> {
 /// are told apart (`apart(i, j)` with `i < j`): Piepho's insert-and-absorb.
 /// Every item starts in one group; each pair told apart splits every group
 /// holding both into one without either, and groups inside another are
-/// dropped. Letters go to the groups in the order of their best item, so
-/// the first item's group is `a`.
+/// dropped. Letters go to the groups in the order of their members, best
+/// first, so the first item's group is `a`.
 pub fn letters(n: usize, apart: impl Fn(usize, usize) -> bool) -> Vec<String> {
     let mut groups: Vec<Vec<bool>> = vec![vec![true; n]];
     for i in 0..n {
@@ -86,7 +86,17 @@ pub fn letters(n: usize, apart: impl Fn(usize, usize) -> bool) -> Vec<String> {
             groups = absorb(next);
         }
     }
-    groups.sort_by_key(|g| g.iter().position(|&x| x).unwrap_or(n));
+    // Letters in the order of the groups' members, best first: of two
+    // groups that both hold the best, the one whose next member ranks
+    // higher is `a`.
+    let members = |g: &Vec<bool>| -> Vec<usize> {
+        g.iter()
+            .enumerate()
+            .filter(|(_, in_g)| **in_g)
+            .map(|(i, _)| i)
+            .collect()
+    };
+    groups.sort_by_key(|g| members(g));
     let mut out = vec![String::new(); n];
     for (k, g) in groups.iter().enumerate() {
         let letter = letter_name(k);
@@ -139,6 +149,14 @@ mod tests {
     fn a_ahead_of_c_with_b_level_with_both_does_not_chain() {
         // A > C, A ~ B, B ~ C.
         assert_eq!(letters(3, apart_of(&[(0, 2)])), ["a", "ab", "b"]);
+    }
+
+    #[test]
+    fn of_two_groups_holding_the_best_the_one_ranked_higher_is_a() {
+        // The demo at 15:52: every pair with per_row (4) apart, and unnest
+        // (2) from batch (3); the rest not told apart.
+        let l = letters(5, apart_of(&[(0, 4), (1, 4), (2, 4), (3, 4), (2, 3)]));
+        assert_eq!(l, ["ab", "ab", "a", "b", "c"]);
     }
 
     #[test]
