@@ -161,9 +161,12 @@ fn config(spec: &BalancerSpec, port: u16) -> String {
          \x20   maxconn {maxconn}\n\
          \x20   ulimit-n {files}\n\
          \x20   nbthread 1\n\
+         \x20   log stdout format raw local0\n\
          \n\
          defaults\n\
          \x20   mode http\n\
+         \x20   log global\n\
+         \x20   option httplog\n\
          {no_delay}\
          \x20   timeout connect 2s\n\
          \x20   timeout client 1h\n\
@@ -229,6 +232,9 @@ mod tests {
         assert!(text.contains("    maxconn 9900\n"), "{text}");
         assert!(text.contains("    ulimit-n 20000\n"), "{text}");
         assert!(text.contains("    option httpchk GET /readyz\n"), "{text}");
+        // Each stream's end is logged with its termination state, so a cut
+        // nobody made says which side made it.
+        assert!(text.contains("    option httplog\n"), "{text}");
         // A live frame must not wait for more data to fill a packet.
         assert!(text.contains("    option http-no-delay\n"), "{text}");
         assert!(
