@@ -91,15 +91,18 @@ impl CellResult {
 /// `a`'s `figure` over `b`'s, round by round where both ran (the cells of
 /// one round ran side by side), with its interval.
 pub fn ratio(a: &CellResult, b: &CellResult, figure: Figure) -> Option<Interval> {
-    let pairs: Vec<(f64, f64)> = a
-        .rounds
+    Interval::of_ratio(&paired(a, b, figure))
+}
+
+/// The rounds of `a` and `b` paired by round: `(a's, b's)` of `figure`.
+pub fn paired(a: &CellResult, b: &CellResult, figure: Figure) -> Vec<(f64, f64)> {
+    a.rounds
         .iter()
         .filter_map(|ra| {
             let rb = b.rounds.iter().find(|rb| rb.round == ra.round)?;
             Some((figure.of(ra), figure.of(rb)))
         })
-        .collect();
-    Interval::of_ratio(&pairs)
+        .collect()
 }
 
 /// The one setting two cells differ in, when their ratio is a comparison:

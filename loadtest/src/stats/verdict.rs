@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 use crate::report::results::CellResult;
 use crate::stats::letters::{FAMILY_ALPHA, holm, letters, paired_p};
-use crate::stats::rounds::{Figure, comparable, ratio};
+use crate::stats::rounds::{Figure, comparable, paired, ratio};
 use crate::stats::uncertainty::{Call, Interval};
 
 /// Whether the cells differ by strategy alone: one cell per strategy, at
@@ -77,7 +77,7 @@ impl<'a> Ranking<'a> {
         for i in 0..n {
             for j in i + 1..n {
                 index.push((i, j));
-                ps.push(paired_p(&pairs(order[i], order[j], figure)));
+                ps.push(paired_p(&paired(order[i], order[j], figure)));
             }
         }
         let tested = ps.iter().all(Option::is_some);
@@ -176,17 +176,6 @@ impl<'a> Ranking<'a> {
     }
 }
 
-/// The rounds of `a` and `b` paired by round: `(a's, b's)` of `figure`.
-fn pairs(a: &CellResult, b: &CellResult, figure: Figure) -> Vec<(f64, f64)> {
-    a.rounds
-        .iter()
-        .filter_map(|ra| {
-            let rb = b.rounds.iter().find(|rb| rb.round == ra.round)?;
-            Some((figure.of(ra), figure.of(rb)))
-        })
-        .collect()
-}
-
 /// How chatlab's order of two strategies compares with pgbench's on the
 /// same SQL.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -200,13 +189,11 @@ pub struct Agreement {
 
 /// Every pair of strategies, told apart or not by chatlab's rounds and by
 /// pgbench's (each with Holm's method over its pairs).
-pub fn agreement(cells: &[CellResult]) -> Agreement {
+pub fn agreement(cells: &[CellResult], chatlab: &Ranking<'_>, pgbench: &Ranking<'_>) -> Agreement {
     let mut out = Agreement {
         opposite: Vec::new(),
         tie_differs: Vec::new(),
     };
-    let chatlab = Ranking::of(cells, Figure::Throughput);
-    let pgbench = Ranking::of(cells, Figure::Pgbench);
     for (i, a) in cells.iter().enumerate() {
         for b in &cells[i + 1..] {
             let ours = chatlab.call(&a.strategy, &b.strategy);
@@ -290,12 +277,13 @@ pub fn verdict(cells: &[CellResult]) -> Option<String> {
     }
     out.push_str(&held_line(&ranking));
     if cells.iter().all(|c| mean(c, Figure::Pgbench) > 0.0) {
+        let pgbench = Ranking::of(cells, Figure::Pgbench);
         let _ = write!(
             out,
             "\nRanking: chatlab {}; pgbench on the same SQL {} ({}).",
             ranking.show(),
-            Ranking::of(cells, Figure::Pgbench).show(),
-            agreement_words(&agreement(cells))
+            pgbench.show(),
+            agreement_words(&agreement(cells, &ranking, &pgbench))
         );
     }
     Some(out)
@@ -658,7 +646,11 @@ mod tests {
             5.0,
             5.0,
         );
-        let a = agreement(&flipped);
+        let a = agreement(
+            &flipped,
+            &Ranking::of(&flipped, Figure::Throughput),
+            &Ranking::of(&flipped, Figure::Pgbench),
+        );
         assert_eq!(
             a.opposite,
             vec![("pipeline".to_owned(), "unnest".to_owned())]
