@@ -17,9 +17,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use reqwest::header::{AUTHORIZATION, HeaderValue};
-use serde_json::json;
-use tokio::sync::{Semaphore, mpsc};
+use reqwest::header::HeaderValue;
+use tokio::sync::mpsc;
 use uuid::Uuid;
 
 mod lag;
@@ -28,10 +27,10 @@ mod storm;
 use crate::commands::{machine_note, postgres_version};
 use crate::error::LoadError;
 use crate::load::auth::{DEFAULT_ISSUER, Signer};
-use crate::load::created::created_id;
 use crate::load::creators::{Created, Creators, create_groups};
 use crate::load::latency::Latencies;
 use crate::load::live_stream::Sighting;
+use crate::load::message_writes::{Written as Write, write_messages};
 use crate::load::scenario::seed_users;
 use crate::load::schedule::parse_duration;
 use crate::observe::prom::{Exposition, HistogramSnapshot};
@@ -410,7 +409,14 @@ async fn run_cell(
     let lag = lag::Watch::start();
     let writing = args.duration;
     let (writes, killed, storm, created) = tokio::join!(
-        write(client, &writer_url, &chats, &bearers, args),
+        write_messages(
+            client,
+            &writer_url,
+            &chats,
+            &bearers,
+            (args.rate, args.duration),
+            |i| text(i, args.body_chars),
+        ),
         broker_fault(args, &mut broker, &variant.name),
         async {
             let at = args.reconnect_at?;
@@ -566,64 +572,6 @@ async fn messages_in_topic(bootstrap: &str, topic: &str) -> Result<HashSet<Uuid>
         .filter(|e| e.event_type() == "message.sent")
         .map(chatlab_domain::Event::subject_id)
         .collect())
-}
-
-/// One write: its chat, when it started, how long it took, the message id
-/// if it was written.
-struct Write {
-    chat: usize,
-    start: Instant,
-    took: Duration,
-    id: Option<Uuid>,
-}
-
-/// Posts `rate × duration` messages at a fixed rate (an open model: a slow
-/// answer does not delay the next write), round robin over the chats, each
-/// from one of the chat's members in turn.
-async fn write(
-    client: &reqwest::Client,
-    url: &str,
-    chats: &[(Uuid, Vec<usize>)],
-    bearers: &[HeaderValue],
-    args: &DeliveryArgs,
-) -> Vec<Write> {
-    let total = (args.rate * args.duration.as_secs_f64()).round().max(1.0) as usize;
-    let period = Duration::from_secs_f64(1.0 / args.rate);
-    let in_flight = Arc::new(Semaphore::new(1_000));
-    let mut tick = tokio::time::interval(period);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-    let mut tasks = Vec::with_capacity(total);
-    for i in 0..total {
-        tick.tick().await;
-        let chat = i % chats.len();
-        let (chat_id, members) = &chats[chat];
-        let sender = members[(i / chats.len()) % members.len()];
-        let request = client
-            .post(format!("{url}/v1/chats/{chat_id}/messages"))
-            .header(AUTHORIZATION, bearers[sender].clone())
-            .json(&json!({ "body": text(i, args.body_chars) }));
-        let Ok(permit) = in_flight.clone().acquire_owned().await else {
-            break;
-        };
-        tasks.push(tokio::spawn(async move {
-            let _permit = permit;
-            let start = Instant::now();
-            let id = created_id(request.timeout(Duration::from_secs(30)).send().await).await;
-            Write {
-                chat,
-                start,
-                took: start.elapsed(),
-                id,
-            }
-        }));
-    }
-    let mut writes = Vec::with_capacity(tasks.len());
-    for task in tasks {
-        if let Ok(w) = task.await {
-            writes.push(w);
-        }
-    }
-    writes
 }
 
 /// The text of message `i`: `delivery i`, padded with `x` to `chars`.

@@ -9,6 +9,7 @@ pub(crate) mod creators;
 pub(crate) mod latency;
 pub(crate) mod live_stream;
 pub(crate) mod measure;
+pub(crate) mod message_writes;
 pub(crate) mod monotonic;
 pub(crate) mod runner;
 pub(crate) mod scenario;

@@ -23,16 +23,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use reqwest::header::{AUTHORIZATION, HeaderValue};
-use serde_json::json;
-use tokio::sync::Semaphore;
+use reqwest::header::HeaderValue;
 use uuid::Uuid;
 
 use crate::commands::{machine_note, postgres_version};
 use crate::error::LoadError;
 use crate::load::auth::{DEFAULT_ISSUER, Signer};
-use crate::load::created::created_id;
 use crate::load::creators::create_groups;
+use crate::load::message_writes::write_messages;
 use crate::load::monotonic::now_ns;
 use crate::load::scenario::seed_users;
 use crate::load::schedule::parse_duration;
@@ -262,7 +260,24 @@ pub async fn run(args: LiveFleetArgs) -> Result<bool, LoadError> {
     let victim = fleet.servers.last().map(|s| s.pid);
     let start = now_ns();
     let (writes, killed_at) = tokio::join!(
-        write(&client, &writer.url, &chats, &bearers, &args),
+        async {
+            write_messages(
+                &client,
+                &writer.url,
+                &chats,
+                &bearers,
+                (args.rate, args.duration),
+                |i| format!("fleet {i}"),
+            )
+            .await
+            .into_iter()
+            .map(|w| Write {
+                chat: w.chat,
+                start_ns: w.start_ns,
+                id: w.id,
+            })
+            .collect::<Vec<_>>()
+        },
         async {
             let at = args.kill_at?;
             tokio::time::sleep(at).await;
@@ -381,49 +396,6 @@ async fn streams_per_instance(client: &reqwest::Client, ops_urls: &[String]) -> 
         out.push(n);
     }
     out
-}
-
-/// Posts `rate × duration` messages at a fixed rate (an open model), round
-/// robin over the chats, each from one of the chat's members in turn.
-async fn write(
-    client: &reqwest::Client,
-    url: &str,
-    chats: &[(Uuid, Vec<usize>)],
-    bearers: &[HeaderValue],
-    args: &LiveFleetArgs,
-) -> Vec<Write> {
-    let total = (args.rate * args.duration.as_secs_f64()).round().max(1.0) as usize;
-    let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / args.rate));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-    let in_flight = Arc::new(Semaphore::new(1_000));
-    let mut tasks = Vec::with_capacity(total);
-    for i in 0..total {
-        tick.tick().await;
-        let chat = i % chats.len();
-        let (chat_id, members) = &chats[chat];
-        let sender = members[(i / chats.len()) % members.len()];
-        let request = client
-            .post(format!("{url}/v1/chats/{chat_id}/messages"))
-            .header(AUTHORIZATION, bearers[sender].clone())
-            .timeout(Duration::from_secs(30))
-            .json(&json!({ "body": format!("fleet {i}") }));
-        let Ok(permit) = Arc::clone(&in_flight).acquire_owned().await else {
-            break;
-        };
-        tasks.push(tokio::spawn(async move {
-            let _permit = permit;
-            let start_ns = now_ns();
-            let id = created_id(request.send().await).await;
-            Write { chat, start_ns, id }
-        }));
-    }
-    let mut writes = Vec::with_capacity(tasks.len());
-    for task in tasks {
-        if let Ok(w) = task.await {
-            writes.push(w);
-        }
-    }
-    writes
 }
 
 #[cfg(test)]
