@@ -559,7 +559,7 @@ events-stress: ## @write The event tests RUNS= times (default 50) beside a busy 
 # again. Per driver and pooling, with marker moves. A connection per request
 # (DB_POOL=off) fails requests after the network is back: the connects it
 # gave up on reach PostgreSQL all at once and fill max_connections
-# (docs/findings.md, "Faults under load"). That is the configuration's
+# (docs/findings/faults.md). That is the configuration's
 # nature, not a recovery chatlab owes, so CI's strict form leaves it out.
 ifeq ($(QUICK),1)
   FAULT_BLACKHOLE_VARIANTS := async-pool:DB_DRIVER=async,blocking-pool:DB_DRIVER=blocking
@@ -574,7 +574,7 @@ fault-db: load-build ## @faults PostgreSQL restarted, its sessions terminated, s
 
 # When deliveries time out, librdkafka bumps its producer epoch, and tansu
 # 0.6's SQLite engine panics on the first produce with the bumped epoch
-# (docs/findings.md, "Faults under load"). So the kill (SQLite storage, which survives
+# (docs/findings/faults.md). So the kill (SQLite storage, which survives
 # it) runs with a send timeout longer than the outage, and the freeze runs on
 # tansu's memory engine with the 3 s timeout, so events do time out there and
 # the table shows which modes lose them (the audit keeps the memory engine's

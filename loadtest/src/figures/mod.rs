@@ -39,18 +39,27 @@ impl fmt::Display for Problem {
     }
 }
 
-/// The docs that carry figures: `README.md` and every `docs/*.md`.
+/// The docs that carry figures: `README.md`, every `docs/*.md` and every
+/// `docs/*/*.md` (the findings, one file an experiment).
 pub fn docs(root: &Path) -> Vec<PathBuf> {
     let mut out = vec![PathBuf::from("README.md")];
-    if let Ok(entries) = std::fs::read_dir(root.join("docs")) {
-        let mut more: Vec<PathBuf> = entries
-            .filter_map(|e| e.ok())
-            .map(|e| PathBuf::from("docs").join(e.file_name()))
-            .filter(|p| p.extension().is_some_and(|e| e == "md"))
-            .collect();
-        more.sort();
-        out.extend(more);
+    let mut found = Vec::new();
+    let mut folders = vec![PathBuf::from("docs")];
+    while let Some(folder) = folders.pop() {
+        let Ok(entries) = std::fs::read_dir(root.join(&folder)) else {
+            continue;
+        };
+        for entry in entries.filter_map(|e| e.ok()) {
+            let path = folder.join(entry.file_name());
+            if entry.file_type().is_ok_and(|t| t.is_dir()) && folder.as_os_str() == "docs" {
+                folders.push(path);
+            } else if path.extension().is_some_and(|e| e == "md") {
+                found.push(path);
+            }
+        }
     }
+    found.sort();
+    out.extend(found);
     out
 }
 
@@ -329,7 +338,7 @@ mod tests {
         let copy = copy_of_the_docs();
         // The findings render their tables (other docs may only show the
         // marker as an example).
-        let doc = "docs/findings.md".to_owned();
+        let doc = "docs/findings/round-trips.md".to_owned();
         let text = copy.read(&doc);
         assert!(
             text.contains(table_block::OPEN),
