@@ -1,6 +1,7 @@
 //! `chatlab-load docs`: renders the docs' tables of results from their
-//! committed runs, or (`--check`) fails when a table is stale, a mentioned
-//! run is not committed or a cited figure is not in its run
+//! committed runs, with the conclusions drawn from them, or (`--check`)
+//! fails when a rendered block is stale, a conclusion is typed, a
+//! mentioned run is not committed or a cited figure is not in its run
 //! ([`crate::figures`]).
 
 use std::path::PathBuf;
@@ -18,10 +19,6 @@ pub(crate) struct DocsArgs {
     /// Change nothing: list what is wrong and exit 1 if anything is.
     #[arg(long)]
     check: bool,
-    /// Also list lines with measured-looking figures that cite no run (a
-    /// reading aid; never fails).
-    #[arg(long)]
-    uncited: bool,
 }
 
 pub(crate) fn docs(args: DocsArgs) -> Result<bool, LoadError> {
@@ -32,16 +29,6 @@ pub(crate) fn docs(args: DocsArgs) -> Result<bool, LoadError> {
                 let path = args.root.join(&doc);
                 std::fs::write(&path, after).map_err(|source| LoadError::File { path, source })?;
                 println!("rendered {}", doc.display());
-            }
-        }
-    }
-    if args.uncited {
-        for doc in figures::docs(&args.root) {
-            let path = args.root.join(&doc);
-            let text = std::fs::read_to_string(&path)
-                .map_err(|source| LoadError::File { path, source })?;
-            for (line, t) in figures::uncited::uncited(&text) {
-                println!("{}:{line}: uncited: {}", doc.display(), t.trim());
             }
         }
     }

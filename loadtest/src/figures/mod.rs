@@ -2,22 +2,28 @@
 //!
 //! - Tables of results are rendered into `README.md` and `docs/*.md` from
 //!   the run that produced them ([`table_block`]), between markers that
-//!   name the run and its command; `chatlab-load docs` renders them again.
+//!   name the run and its command ([`marker`]); `chatlab-load docs`
+//!   renders them again. So are the conclusions drawn from a run: a
+//!   comparison, a count, the run's verdict ([`conclusion`]).
 //! - Figures in prose cite their run with a link, and the numbers in the
 //!   link's text must be in that run ([`citations`]); so must the figures
 //!   of the sentence around the link ([`prose`]).
-//! - [`check`] finds what is wrong: a stale table, a mention of a run that
+//! - A sentence that cites a run carries no comparison of its own
+//!   ([`typed`]): the conclusion is rendered, or it is not drawn.
+//! - [`check`] finds what is wrong: a typed comparison, a stale block, a mention of a run that
 //!   is not committed, a cited number its run does not have, a link to a
 //!   doc or heading that is not there ([`anchors`]). The load
 //!   tool's tests run it on the repository, so `make test` fails on any.
 
 pub mod anchors;
 pub mod citations;
+pub mod conclusion;
 pub mod markdown_table;
+pub mod marker;
 pub mod numbers;
 pub mod prose;
 pub mod table_block;
-pub mod uncited;
+pub mod typed;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -78,12 +84,10 @@ pub fn render(root: &Path) -> Result<Vec<(PathBuf, String, String)>, Problem> {
             message: e.to_string(),
         })?;
         let rendered =
-            table_block::render_all(&text, root, &to_root(&doc)).map_err(|(line, message)| {
-                Problem {
-                    doc: doc.display().to_string(),
-                    line,
-                    message,
-                }
+            marker::render_all(&text, root, &to_root(&doc)).map_err(|(line, message)| Problem {
+                doc: doc.display().to_string(),
+                line,
+                message,
             })?;
         out.push((doc, text, rendered));
     }
@@ -108,12 +112,12 @@ pub fn check(root: &Path) -> Vec<Problem> {
                 continue;
             }
         };
-        match table_block::render_all(&text, root, &to_root(&doc)) {
+        match marker::render_all(&text, root, &to_root(&doc)) {
             Ok(rendered) if rendered != text => {
                 let line = first_difference(&text, &rendered);
                 problems.push(problem(
                     line,
-                    "a rendered table is stale: run `make docs`".to_owned(),
+                    "a rendered block is stale: run `make docs`".to_owned(),
                 ));
             }
             Ok(_) => {}
@@ -152,6 +156,15 @@ pub fn check(root: &Path) -> Vec<Problem> {
                     ),
                 ));
             }
+        }
+        for typed in typed::comparisons(&text) {
+            problems.push(problem(
+                typed.line,
+                format!(
+                    "a typed comparison (`{}`) in a sentence that cites a run: render it (figures:compare, count or quote) or withdraw it: \"{}\"",
+                    typed.word, typed.sentence
+                ),
+            ));
         }
         let found = prose::figures(&text);
         for figure in prose::missing(&found, |run, number| {
@@ -341,11 +354,11 @@ mod tests {
         let doc = "docs/findings/round-trips.md".to_owned();
         let text = copy.read(&doc);
         assert!(
-            text.contains(table_block::OPEN),
+            text.contains("<!-- figures:table "),
             "the findings render a table"
         );
         // A cell of the first rendered table, changed by hand.
-        let at = text.find(table_block::OPEN).unwrap();
+        let at = text.find("<!-- figures:table ").unwrap();
         let row = text[at..].find("\n| ").map(|r| at + r + 1).unwrap();
         let row = text[row..].find("\n| ").map(|r| row + r + 1).unwrap();
         let mut edited = text.clone();

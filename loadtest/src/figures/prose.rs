@@ -29,11 +29,6 @@
 //!   98.8%`, `(the seed 004 JVM service: 92 MB`);
 //! - code spans (`` `HTTP_BACKLOG=128` ``, `` `50 ms` ``): the escape for
 //!   one number that is a setting, not a figure, when no rule above says so;
-//! - every figure of a sentence that carries the comment
-//!   `<!-- figures:derived -->` (before its full stop): the escape for a
-//!   sentence whose other
-//!   numbers are arithmetic on the cited ones (`about 1.6 times its mean`),
-//!   not figures of the run; its links are still checked;
 //! - fenced code, HTML comments, rendered tables (checked against their
 //!   run as a whole), and link texts (checked on their own).
 //!
@@ -50,8 +45,8 @@
 use std::ops::Range;
 
 use super::citations;
+use super::marker;
 use super::numbers::{self, Number};
-use super::table_block;
 
 /// Units after which a number is a measurement.
 pub const UNITS: &[&str] = &[
@@ -94,9 +89,6 @@ pub const CONDITION_BEFORE: &[&[&str]] = &[
     &["default", "of"],
 ];
 
-/// The comment that exempts its sentence's prose figures.
-pub const DERIVED: &str = "<!-- figures:derived -->";
-
 /// A figure in prose and the runs its sentence cites.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProseFigure {
@@ -112,8 +104,8 @@ pub struct ProseFigure {
 
 /// Every figure of `doc`'s prose that sits in a sentence citing a run.
 pub fn figures(doc: &str) -> Vec<ProseFigure> {
-    let (masked, cites, derived) = mask(doc);
-    let text = String::from_utf8(masked).unwrap_or_default();
+    let Masked { text, cites, .. } = mask(doc);
+    let text = String::from_utf8(text).unwrap_or_default();
     let mut out = Vec::new();
     for unit in units(&text) {
         let runs: Vec<String> = cites
@@ -126,7 +118,7 @@ pub fn figures(doc: &str) -> Vec<ProseFigure> {
                 }
                 v
             });
-        if runs.is_empty() || derived.iter().any(|at| unit.contains(at)) {
+        if runs.is_empty() {
             continue;
         }
         let body = &text[unit.clone()];
@@ -268,10 +260,18 @@ fn names_setting(after: &str) -> bool {
     })
 }
 
-/// `doc` with what is not prose blanked (code, comments, rendered tables,
-/// links), each byte kept in place; and where each link citing a run was,
-/// with its run.
-fn mask(doc: &str) -> (Vec<u8>, Vec<(usize, String)>, Vec<usize>) {
+/// A doc with what is not prose blanked, each byte kept in place.
+pub(super) struct Masked {
+    /// The doc with code, comments, rendered blocks and links blanked.
+    pub text: Vec<u8>,
+    /// Where each link citing a run was, with its run.
+    pub cites: Vec<(usize, String)>,
+    /// Where each link's text was (between its brackets).
+    pub link_texts: Vec<Range<usize>>,
+}
+
+/// `doc` as [`Masked`].
+pub(super) fn mask(doc: &str) -> Masked {
     let mut out = doc.as_bytes().to_vec();
     let blank = |out: &mut Vec<u8>, r: Range<usize>| {
         for b in &mut out[r] {
@@ -284,7 +284,6 @@ fn mask(doc: &str) -> (Vec<u8>, Vec<(usize, String)>, Vec<usize>) {
     let mut in_fence = false;
     let mut in_table = false;
     let mut in_comment = false;
-    let derived: Vec<usize> = doc.match_indices(DERIVED).map(|(i, _)| i).collect();
     for line in doc.split_inclusive('\n') {
         let span = at..at + line.len();
         at += line.len();
@@ -293,13 +292,13 @@ fn mask(doc: &str) -> (Vec<u8>, Vec<(usize, String)>, Vec<usize>) {
             blank(&mut out, span);
             continue;
         }
-        if line.contains(table_block::OPEN) {
+        if marker::opens(line) {
             in_table = true;
         }
         if in_fence || in_table {
             blank(&mut out, span.clone());
         }
-        if line.contains(table_block::CLOSE) {
+        if line.contains(marker::CLOSE) {
             in_table = false;
         }
         if in_fence || in_table {
@@ -336,6 +335,7 @@ fn mask(doc: &str) -> (Vec<u8>, Vec<(usize, String)>, Vec<usize>) {
     }
     // Links: blanked whole, their runs kept where they were.
     let mut cites = Vec::new();
+    let mut link_texts = Vec::new();
     let mut i = 0;
     while i < out.len() {
         if out[i] != b'[' {
@@ -360,14 +360,19 @@ fn mask(doc: &str) -> (Vec<u8>, Vec<(usize, String)>, Vec<usize>) {
         if let Some(run) = citations::cited_run(&target) {
             cites.push((i, run.to_owned()));
         }
+        link_texts.push(i + 1..close);
         blank(&mut out, i..end + 1);
         i = end + 1;
     }
-    (out, cites, derived)
+    Masked {
+        text: out,
+        cites,
+        link_texts,
+    }
 }
 
 /// The sentences of masked prose, as byte ranges.
-fn units(text: &str) -> Vec<Range<usize>> {
+pub(super) fn units(text: &str) -> Vec<Range<usize>> {
     let bytes = text.as_bytes();
     let mut out = Vec::new();
     let mut start = 0;
@@ -459,14 +464,6 @@ mod tests {
             "Uncited: 3.5 ms. Cited: [114.7 ms](results/{RUN}). Next: 9.9 ms.\n\n- item 8.8%\n- item [5](results/{RUN}) at 7.7 ms, with 6.6%\n| a 1.1 ms | [5](results/{RUN}) |\n```\n4.4 ms [5](results/{RUN})\n```\n"
         );
         assert_eq!(missing_texts(&doc), [(4, "6.6".to_owned())]);
-    }
-
-    #[test]
-    fn a_derived_sentence_is_left_to_its_links() {
-        let doc = format!(
-            "[112.1 ms](results/{RUN}), about 1.6 times its mean <!-- figures:derived -->.\nThen [112.0 ms](results/{RUN}), 1.6 times.\n"
-        );
-        assert_eq!(missing_texts(&doc), [(2, "1.6".to_owned())]);
     }
 
     #[test]

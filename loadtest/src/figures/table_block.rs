@@ -30,11 +30,7 @@
 use std::path::Path;
 
 use super::markdown_table::{self, Table};
-
-/// Opens a rendered table; its attributes follow.
-pub const OPEN: &str = "<!-- figures:table ";
-/// Closes it.
-pub const CLOSE: &str = "<!-- figures:end -->";
+use super::marker;
 
 /// What a marker asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,12 +63,33 @@ pub struct Filter {
 }
 
 impl Filter {
-    fn keeps(&self, cell: &str) -> bool {
+    /// Whether a row whose cell in the column is `cell` is kept.
+    pub fn keeps(&self, cell: &str) -> bool {
         self.values.iter().any(|v| v == cell) != self.negated
     }
 }
 
-/// Reads a marker's attributes (the text between [`OPEN`] and `-->`).
+/// Reads `where`: `;`-separated `column=a|b` or `column!=a|b`.
+pub fn parse_filters(value: &str) -> Result<Vec<Filter>, String> {
+    let mut filters = Vec::new();
+    for cond in value.split(';').map(str::trim).filter(|c| !c.is_empty()) {
+        let (column, values, negated) = match cond.split_once("!=") {
+            Some((c, v)) => (c, v, true),
+            None => match cond.split_once('=') {
+                Some((c, v)) => (c, v, false),
+                None => return Err(format!("`{cond}`: expected column=value")),
+            },
+        };
+        filters.push(Filter {
+            column: column.trim().to_owned(),
+            values: values.split('|').map(|v| v.trim().to_owned()).collect(),
+            negated,
+        });
+    }
+    Ok(filters)
+}
+
+/// Reads a table marker's attributes ([`marker::attributes`]).
 pub fn parse_spec(attributes: &str) -> Result<TableSpec, String> {
     let mut runs = None;
     let mut file = None;
@@ -81,15 +98,9 @@ pub fn parse_spec(attributes: &str) -> Result<TableSpec, String> {
     let mut filters = Vec::new();
     let mut table = 1;
     let mut sums = Vec::new();
-    let mut rest = attributes.trim();
-    while !rest.is_empty() {
-        let (key, after) = rest
-            .split_once("=\"")
-            .ok_or_else(|| format!("expected key=\"value\" at `{rest}`"))?;
-        let (value, after) = after
-            .split_once('"')
-            .ok_or_else(|| format!("unclosed value of `{}`", key.trim()))?;
-        match key.trim() {
+    for (key, value) in marker::attributes(attributes)? {
+        let value = value.as_str();
+        match key.as_str() {
             "run" => {
                 runs = Some(
                     value
@@ -109,45 +120,23 @@ pub fn parse_spec(attributes: &str) -> Result<TableSpec, String> {
                     .ok_or_else(|| format!("table=\"{value}\": expected 1, 2, ..."))?;
             }
             "sum" => {
-                sums = value
-                    .split(';')
-                    .map(|c| c.trim().to_owned())
-                    .filter(|c| !c.is_empty())
-                    .collect();
+                sums = marker::list(value);
             }
             "command" => command = Some(value.trim().to_owned()),
             "columns" => {
                 columns = Some(
-                    value
-                        .split(';')
-                        .map(str::trim)
-                        .filter(|c| !c.is_empty())
+                    marker::list(value)
+                        .into_iter()
                         .map(|c| match c.split_once(" as ") {
                             Some((from, to)) => (from.trim().to_owned(), to.trim().to_owned()),
-                            None => (c.to_owned(), c.to_owned()),
+                            None => (c.clone(), c),
                         })
                         .collect::<Vec<_>>(),
                 );
             }
-            "where" => {
-                for cond in value.split(';').map(str::trim).filter(|c| !c.is_empty()) {
-                    let (column, values, negated) = match cond.split_once("!=") {
-                        Some((c, v)) => (c, v, true),
-                        None => match cond.split_once('=') {
-                            Some((c, v)) => (c, v, false),
-                            None => return Err(format!("`{cond}`: expected column=value")),
-                        },
-                    };
-                    filters.push(Filter {
-                        column: column.trim().to_owned(),
-                        values: values.split('|').map(|v| v.trim().to_owned()).collect(),
-                        negated,
-                    });
-                }
-            }
+            "where" => filters.extend(parse_filters(value)?),
             other => return Err(format!("unknown attribute `{other}`")),
         }
-        rest = after.trim_start();
     }
     let runs = runs.filter(|r| !r.is_empty()).ok_or("no `run`")?;
     let command = command.filter(|c| !c.is_empty()).ok_or("no `command`")?;
@@ -231,7 +220,7 @@ pub fn render(spec: &TableSpec, root: &Path, to_root: &str) -> Result<String, St
 }
 
 /// The index of `name` in `table`; `name#2` is its second occurrence.
-fn column(table: &Table, name: &str) -> Option<usize> {
+pub fn column(table: &Table, name: &str) -> Option<usize> {
     let (name, nth) = match name.rsplit_once('#') {
         Some((n, k)) if k.parse::<usize>().is_ok_and(|k| k > 0) => (n, k.parse().unwrap_or(1)),
         _ => (name, 1),
@@ -278,41 +267,6 @@ fn totals(spec: &TableSpec, out: &Table, several: bool) -> Result<Vec<String>, S
     Ok(row)
 }
 
-/// The byte ranges of `doc`'s fenced code blocks, where a marker is an
-/// example, not a table to render.
-fn fenced_ranges(doc: &str) -> Vec<std::ops::Range<usize>> {
-    let mut out = Vec::new();
-    let mut open = None;
-    let mut at = 0;
-    for line in doc.split_inclusive('\n') {
-        if line.trim_start().starts_with("```") {
-            match open.take() {
-                Some(start) => out.push(start..at + line.len()),
-                None => open = Some(at),
-            }
-        }
-        at += line.len();
-    }
-    if let Some(start) = open {
-        out.push(start..doc.len());
-    }
-    out
-}
-
-/// Where in `rest` (a tail of `doc`) the next marker outside a fence is.
-fn next_marker(doc: &str, rest: &str, fences: &[std::ops::Range<usize>]) -> Option<usize> {
-    let base = doc.len() - rest.len();
-    let mut from = 0;
-    while let Some(at) = rest[from..].find(OPEN) {
-        let at = from + at;
-        if !fences.iter().any(|f| f.contains(&(base + at))) {
-            return Some(at);
-        }
-        from = at + OPEN.len();
-    }
-    None
-}
-
 fn wanted(spec: &TableSpec) -> Vec<&str> {
     spec.columns
         .iter()
@@ -327,37 +281,6 @@ fn source_table(text: &str, spec: &TableSpec) -> Option<Table> {
         .into_iter()
         .filter(|t| names.iter().all(|n| column(t, n).is_some()))
         .nth(spec.table - 1)
-}
-
-/// `doc` with every marked table rendered again. Errors name the line of
-/// the marker.
-pub fn render_all(doc: &str, root: &Path, to_root: &str) -> Result<String, (usize, String)> {
-    let fences = fenced_ranges(doc);
-    let mut out = String::with_capacity(doc.len());
-    let mut rest = doc;
-    while let Some(at) = next_marker(doc, rest, &fences) {
-        let line = doc.len() - rest.len() + at;
-        let line = doc[..line].matches('\n').count() + 1;
-        let (before, marker) = rest.split_at(at);
-        out.push_str(before);
-        let end_of_open = marker
-            .find("-->")
-            .ok_or((line, "the marker is not closed with -->".to_owned()))?;
-        let spec = parse_spec(&marker[OPEN.len()..end_of_open]).map_err(|e| (line, e))?;
-        let open = &marker[..end_of_open + 3];
-        let after_open = &marker[end_of_open + 3..];
-        let close = after_open
-            .find(CLOSE)
-            .ok_or((line, format!("no {CLOSE} after the marker")))?;
-        let body = render(&spec, root, to_root).map_err(|e| (line, e))?;
-        out.push_str(open);
-        out.push('\n');
-        out.push_str(&body);
-        out.push_str(CLOSE);
-        rest = &after_open[close + CLOSE.len()..];
-    }
-    out.push_str(rest);
-    Ok(out)
 }
 
 #[cfg(test)]
@@ -491,16 +414,23 @@ mod tests {
     fn rendering_replaces_only_what_is_between_the_markers() {
         let repo = repo();
         let doc = "intro\n<!-- figures:table run=\"demo-20261130T000000Z\" command=\"make demo\" columns=\"req/s\" where=\"strategy=single\" -->\nstale\n<!-- figures:end -->\nafter\n";
-        let out = render_all(doc, repo.path(), "").unwrap();
+        let out = marker::render_all(doc, repo.path(), "").unwrap();
         assert!(out.starts_with("intro\n<!-- figures:table"));
         assert!(out.contains("-->\n`make demo` · [results/demo-20261130T000000Z](results/demo-20261130T000000Z/results.md)\n\n| req/s |\n|---|\n| 668 |\n<!-- figures:end -->\nafter\n"), "{out}");
         assert!(!out.contains("stale"));
-        assert_eq!(render_all(&out, repo.path(), "").unwrap(), out);
+        assert_eq!(marker::render_all(&out, repo.path(), "").unwrap(), out);
         let example =
             "```text\n<!-- figures:table run=\"nowhere\" -->\n<!-- figures:end -->\n```\n";
-        assert_eq!(render_all(example, repo.path(), "").unwrap(), example);
-        let (line, err) =
-            render_all("a\nb\n<!-- figures:table run=\"x\" -->\n", repo.path(), "").unwrap_err();
+        assert_eq!(
+            marker::render_all(example, repo.path(), "").unwrap(),
+            example
+        );
+        let (line, err) = marker::render_all(
+            "a\nb\n<!-- figures:table run=\"x\" -->\n<!-- figures:end -->\n",
+            repo.path(),
+            "",
+        )
+        .unwrap_err();
         assert_eq!(line, 3);
         assert!(err.contains("command"), "{err}");
     }
