@@ -512,7 +512,8 @@ loadtest-kafka-distance: load-build load-db ## @distance in_tx_await vs outbox v
 	    brokers=$$(scripts/tansu-at-distance.sh start $$rtt) && \
 	    $(LOAD) matrix --name kafka-tansu-$$rtt --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario create-chat \
 	        --members 50 --strategies unnest,single --publish-modes in_tx_await,outbox,after_commit \
-	        --server-env KAFKA_BROKERS=$$brokers --db-rtts $(KAFKA_DISTANCE_DB_RTTS) $(KAFKA_DISTANCE_ARGS); \
+	        --server-env KAFKA_BROKERS=$$brokers --broker "tansu (memory storage) behind a chatlab-delay hop at RTT $$rtt (scripts/tansu-at-distance.sh); that hop is not calibrated" \
+	        --db-rtts $(KAFKA_DISTANCE_DB_RTTS) $(KAFKA_DISTANCE_ARGS); \
 	    status=$$?; scripts/tansu-at-distance.sh stop; [ $$status -eq 0 ] || exit $$status; \
 	done
 

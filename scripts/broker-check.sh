@@ -18,6 +18,10 @@ status=0
     echo "# Does the broker keep what it acknowledges?"
     echo
     echo "tansu 0.6.0 on loopback ($(scripts/ensure-tansu.sh --print-bin)); \`chatlab-load broker-check $*\`; $(nproc) cores, $(date -u '+%Y-%m-%d %H:%M UTC')."
+    echo
+    # Where it ran, in the words of every results.md (no database here).
+    "./${CHATLAB_BIN_DIR:-target/release}/chatlab-load" setting \
+        --broker "tansu 0.6.0 on loopback, started here per storage engine; its round trip not measured"
 } >"$out/results.md"
 for storage in $storages; do
     port=$((port + 1))

@@ -71,7 +71,12 @@ failed=0
 check() { # CONDITION MESSAGE: records a broken invariant of the current case
     if ! eval "$1"; then say "$case: $2"; failed=1; fi
 }
-printf '| collector | throughput (req/s) | p99 ms | errors | spans exported | spans dropped | export failures | stop s |\n|---|---|---|---|---|---|---|---|\n' > "$out/results.md"
+{
+    # Where it ran, in the words of every results.md.
+    "./${CHATLAB_BIN_DIR:-target/release}/chatlab-load" setting --database-url "$url"
+    echo
+    printf '| collector | throughput (req/s) | p99 ms | errors | spans exported | spans dropped | export failures | stop s |\n|---|---|---|---|---|---|---|---|\n'
+} > "$out/results.md"
 for case in off frozen gone; do
     env=(HTTP_ADDR="127.0.0.1:$http_port" OPS_ADDR="127.0.0.1:$ops_port" DATABASE_URL="$url" RUST_LOG=warn)
     case $case in

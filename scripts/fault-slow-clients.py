@@ -92,6 +92,21 @@ HEARTBEAT_S = 15
 RSS_SETTLE_S = 10
 
 
+def setting(database_url, broker):
+    """Where a run ran, as every results.md opens with it: the lines of
+    `chatlab-load setting` (the machine, PostgreSQL's version and its
+    distance, the broker), so a script states it in the commands' words;
+    a sentence saying it is not recorded when that tool cannot run."""
+    load = os.environ.get("CHATLAB_LOAD_BIN", "target/release/chatlab-load")
+    command = [load, "setting", "--database-url", database_url, "--broker", broker]
+    try:
+        done = subprocess.run(command, check=True, capture_output=True, text=True)
+        return done.stdout.strip()
+    except (OSError, subprocess.CalledProcessError) as e:
+        return (f"Machine, PostgreSQL's version and its distance: not recorded (`{load} setting` "
+                f"failed: {e}; build it with `cargo build --release --bin chatlab-load`).")
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -912,6 +927,8 @@ def main():
         f"HTTP_BACKLOG={os.environ.get('HTTP_BACKLOG', 'its default')}; a fresh server and database per mode, "
         f"the hostile sockets of each from an address of its own ({', '.join(f'{m} {a}' for m, a in CLIENT_ADDRS.items())}). "
         f"Command: `{command}`.",
+        "",
+        setting(args.database_url, "Kafka's mock cluster inside each server (KAFKA_BROKERS empty)"),
         "",
     ]
     all_failures = []

@@ -32,6 +32,10 @@ secret=$(python3 -c 'import secrets; print(secrets.token_hex(32))')
     echo
     echo "Connection hold of createChat (batch, $MEMBERS members) per publish mode, one client, $CHATS chats per mode with the modes interleaved, on the embedded mock broker with a round-trip time injected. $(nproc) cores; $(date -u '+%Y-%m-%d %H:%M UTC')."
     echo
+    # Where it ran, in the words of every results.md.
+    "./${CHATLAB_BIN_DIR:-target/release}/chatlab-load" setting --database-url "$db" \
+        --broker "Kafka's mock cluster inside the server, KAFKA_MOCK_BROKER_RTT_MS=${rtts// /, } ms injected in turn"
+    echo
     echo "| broker RTT ms | strategy | publish mode | INSERTs per chat | mean hold ms | p95 hold ms (bucket bound) |"
     echo "|---|---|---|---|---|---|"
 } >"$out/results.md"

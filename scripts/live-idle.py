@@ -213,7 +213,9 @@ def main():
             server.kill()
         subprocess.run(["psql", admin, "-qc", f"DROP DATABASE IF EXISTS {db} WITH (FORCE)"], check=False)
     table = "| figure | value |\n|---|---|\n" + "".join(f"| {k} | {v} |\n" for k, v in figures.items())
+    where = probes.setting(admin, "Kafka's mock cluster inside the server (KAFKA_BROKERS empty)")
     text = (
+        f"# live-idle\n\n{where}\n\n"
         f"Live connections: `scripts/live-idle.py --connections {args.connections} "
         f"--messages {args.messages}` against a release build, {args.workers} workers, "
         f"the embedded broker, outbox mode.\n\n{table}"

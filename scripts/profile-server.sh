@@ -39,6 +39,9 @@ cpu_ticks() { awk '{print $14 + $15}' /proc/"$1"/stat; }
     echo
     echo "Where the server's CPU goes: \`perf record -e cpu-clock\` on a release chatlab (embedded defaults, \`DB_POOL_LAYOUT\` as named) while chatlab-load runs createChat ($strategy, 50 members, publish mode $mode) with $vus VUs for $duration s; self time by function over every thread of the server. $(nproc) cores, $(date -u '+%Y-%m-%d %H:%M UTC'). \`scripts/profile-server.sh\` (LAYOUTS=\"$layouts\" STRATEGY=$strategy PUBLISH_MODE=$mode VUS=$vus DURATION=$duration)."
     echo
+    # Where it ran, in the words of every results.md.
+    ./target/release/chatlab-load setting --database-url "$db"
+    echo
 } >"$out/results.md"
 
 for layout in $layouts; do

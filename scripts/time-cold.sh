@@ -50,6 +50,8 @@ fi
     echo
     echo "Commit $(git -C "$root" rev-parse --short HEAD), $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), $(free -g | awk '/Mem:/ {print $2}') GiB, $(date -u '+%Y-%m-%d %H:%M UTC'). \`scripts/time-cold.sh$([[ $forget == 1 ]] && echo ' --forget-installed') $*\`: a fresh clone, a HOME and CARGO_HOME of its own (no crate downloaded, nothing built, no tool installed by an earlier run)$([[ $forget == 1 ]] && echo ', and prometheus, wrk and schemathesis removed first'); the commands run one after the other, each finding what the earlier ones left."
     echo
+    echo "PostgreSQL: not measured by this run, which times the commands; the runs they wrote (listed at the end) state its version and distance."
+    echo
     echo "| # | command | exit | wall time | min:s |"
     echo "|---|---|---|---|---|"
 } >"$out/results.md"

@@ -26,7 +26,9 @@
 //! - `markers`: read markers at a steady rate, per mode and fan-out;
 //! - `crossover`: where COPY starts to beat INSERT, straight to PostgreSQL;
 //! - `docs`: the docs' tables of results rendered from their committed runs,
-//!   or checked.
+//!   or checked;
+//! - `setting`: where a run ran (machine, PostgreSQL's version and
+//!   distance, broker), for the scripts that write their own results.md.
 //!
 //! What they share lives beside them by concern: [`load`] (what the virtual
 //! users send), [`servers`] (the fleet under test and its broker),
@@ -55,7 +57,7 @@ use clap::{Parser, Subcommand};
 
 use crate::commands::{
     baseline, broker_check, charts, crosscheck, crossover, delivery, delivery_busy, docs, fault,
-    intervals, live_clients, live_fleet, markers, matrix, run, syncs,
+    intervals, live_clients, live_fleet, markers, matrix, run, setting, syncs,
 };
 
 #[derive(Debug, Parser)]
@@ -130,6 +132,10 @@ enum Command {
     /// Render the docs' tables of results from their committed runs, or
     /// (`--check`) fail when one is stale or a cited figure is not in its run.
     Docs(docs::DocsArgs),
+    /// Where a run ran, as results.md opens with it: the machine,
+    /// PostgreSQL's version and distance (or "not used"), the broker; for
+    /// the scripts that write their own results.md.
+    Setting(setting::SettingArgs),
 }
 
 #[tokio::main]
@@ -152,6 +158,7 @@ async fn main() -> ExitCode {
         Command::Markers(args) => markers::markers(args).await,
         Command::Crossover(args) => crossover::crossover(args).await,
         Command::Docs(args) => docs::docs(args),
+        Command::Setting(args) => setting::run(args).await,
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

@@ -13,7 +13,9 @@ use crate::load::yardstick_sql;
 use crate::servers::fleet::Fleet;
 use crate::servers::reach::Reach;
 
-use super::{ServerArgs, fleet_spec, http_client, machine_note, results_dir, write_results};
+use super::{
+    ServerArgs, fleet_spec, http_client, machine_note, postgres_line, results_dir, write_results,
+};
 use crate::error::LoadError;
 
 #[derive(Debug, Args)]
@@ -93,8 +95,9 @@ pub(crate) async fn baseline(args: BaselineArgs) -> Result<bool, LoadError> {
         }
     }
     let notes = format!(
-        "# pgbench baseline\n\n{}\n\n{}\n\n",
+        "# pgbench baseline\n\n{}\n\n{} {}\n\n",
         machine_note(),
+        postgres_line(&args.servers.database_url).await?,
         reach.note()
     );
     write_results(&out, &notes, &table)

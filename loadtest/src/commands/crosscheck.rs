@@ -109,7 +109,7 @@ pub(crate) async fn crosscheck(args: CrosscheckArgs) -> Result<bool, LoadError> 
         "chatlab-load",
     )
     .await;
-    let reach_note = deployed.reach_note();
+    let postgres = deployed.postgres_note(&args.servers.database_url).await?;
     drop(deployed);
     let ours = outcome.total().requests() as f64 / outcome.elapsed.as_secs_f64();
     let diff = 100.0 * (ours - wrk_rps).abs() / wrk_rps.max(1e-9);
@@ -119,8 +119,9 @@ pub(crate) async fn crosscheck(args: CrosscheckArgs) -> Result<bool, LoadError> 
     );
     print!("{report}");
     let md = format!(
-        "# crosscheck\n\n{}{reach_note}\n\n{report}",
-        super::machine_note()
+        "# crosscheck\n\n{}\n\n{postgres}\n\n{}\n\n{report}",
+        super::machine_note(),
+        args.servers.broker_note(&[])
     );
     std::fs::create_dir_all(&out)
         .and_then(|()| std::fs::write(out.join("results.md"), md))

@@ -41,7 +41,7 @@ use crate::observe::wal::WalProbe;
 use crate::servers::reach::{DistanceArgs, Reach};
 use crate::stats::uncertainty::{Call, Interval};
 
-use super::{machine_note, results_dir, round_order, write_results};
+use super::{machine_note, postgres_line, results_dir, round_order, write_results};
 
 #[derive(Debug, Args)]
 pub(crate) struct CrossoverArgs {
@@ -240,8 +240,9 @@ pub(crate) async fn crossover(args: CrossoverArgs) -> Result<bool, LoadError> {
     let _ = driver.await;
     results.sort_by_key(|c| (c.rows, c.method, c.round));
     let summary = summary(&results, &args);
+    let postgres = postgres_line(&args.database_url).await?;
     let notes = format!(
-        "# crossover: where COPY starts to beat INSERT, straight to PostgreSQL\n\n{}\n\n{}\n\nOne connection, one transaction at a time; each transaction writes one message's inbox rows (five columns, the inbox's primary key and partial index) for a chat of N recipients, the way chatlab's strategies write them: `copy` reads the recipients, then streams the rows as binary COPY; `unnest` reads them, then one INSERT from two arrays; `batch` reads them, then multi-row INSERTs of at most {BATCH_ROWS} rows, each parsed anew; `single` lets the server make the rows (`INSERT ... SELECT FROM members`). Each cell runs {} (at least {} transactions) on an emptied inbox; {} rounds, cells interleaved and their order alternating. WAL per row is the cluster's insert position moved per row written: run nothing else against the cluster.\n\n",
+        "# crossover: where COPY starts to beat INSERT, straight to PostgreSQL\n\n{}\n\n{postgres} {}\n\nOne connection, one transaction at a time; each transaction writes one message's inbox rows (five columns, the inbox's primary key and partial index) for a chat of N recipients, the way chatlab's strategies write them: `copy` reads the recipients, then streams the rows as binary COPY; `unnest` reads them, then one INSERT from two arrays; `batch` reads them, then multi-row INSERTs of at most {BATCH_ROWS} rows, each parsed anew; `single` lets the server make the rows (`INSERT ... SELECT FROM members`). Each cell runs {} (at least {} transactions) on an emptied inbox; {} rounds, cells interleaved and their order alternating. WAL per row is the cluster's insert position moved per row written: run nothing else against the cluster.\n\n",
         machine_note(),
         reach.note(),
         humantime::format_duration(args.duration),

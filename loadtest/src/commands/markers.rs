@@ -38,7 +38,8 @@ use crate::servers::fleet::Fleet;
 use crate::servers::reach::Reach;
 
 use super::{
-    ServerArgs, fleet_spec, http_client, machine_note, results_dir, round_order, write_results,
+    ServerArgs, broker_note, fleet_spec, http_client, machine_note, postgres_line, results_dir,
+    round_order, write_results,
 };
 
 #[derive(Debug, Args)]
@@ -251,10 +252,15 @@ pub(crate) async fn markers(args: MarkersArgs) -> Result<bool, LoadError> {
     }
     results.sort_by_key(|c| (c.mode, c.fanout, c.round));
     let table = table(&results);
+    let postgres = postgres_line(&args.servers.database_url).await?;
     let notes = format!(
-        "# markers: read markers at a steady rate on one chat\n\n{}\n\n{}\n\nOne server per cell, a chat of {} members and {} messages from its creator; `POST /v1/chats/{{id}}/read` at {} per second for {} (open model, at most {} in flight), each by a random member moving to their next message; `coalesced` servers flush, and `log` servers compact their log, every {} ms. A `log` server's marker is the newer of the member row's and the log's, as its reads take it. At the end the server is killed (SIGKILL) under load; `lost` are acknowledged moves its database does not have, `oldest lost` the age of the oldest of them at the kill. PostgreSQL's statistics of `chat_members` and `inbox` and of the database are read before the load and after the killed server's sessions ended. {} rounds, cells alternating.\n\n",
+        "# markers: read markers at a steady rate on one chat\n\n{}\n\n{postgres} {}\n\n{}\n\nOne server per cell, a chat of {} members and {} messages from its creator; `POST /v1/chats/{{id}}/read` at {} per second for {} (open model, at most {} in flight), each by a random member moving to their next message; `coalesced` servers flush, and `log` servers compact their log, every {} ms. A `log` server's marker is the newer of the member row's and the log's, as its reads take it. At the end the server is killed (SIGKILL) under load; `lost` are acknowledged moves its database does not have, `oldest lost` the age of the oldest of them at the kill. PostgreSQL's statistics of `chat_members` and `inbox` and of the database are read before the load and after the killed server's sessions ended. {} rounds, cells alternating.\n\n",
         machine_note(),
         reach.note(),
+        broker_note(
+            args.servers.broker.as_deref(),
+            &[args.servers.server_env.as_slice()]
+        ),
         args.members,
         args.messages,
         args.rate,

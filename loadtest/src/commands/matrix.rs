@@ -25,8 +25,8 @@ use crate::stats::rounds;
 use crate::stats::thresholds::Threshold;
 
 use super::{
-    ServerArgs, TraceArgs, chart_subtitle, check, external, fleet_spec, http_client, machine_note,
-    results_dir,
+    EXTERNAL_POSTGRES, ServerArgs, TraceArgs, chart_subtitle, check, external, fleet_spec,
+    http_client, machine_note, postgres_line, results_dir,
 };
 use crate::error::LoadError;
 
@@ -142,6 +142,10 @@ pub(crate) async fn matrix(args: MatrixArgs) -> Result<bool, LoadError> {
         Some(sink) => otlp_sink::point_at(&variants, &sink.base_url()).map_err(LoadError::Usage)?,
         None => variants.clone(),
     };
+    let postgres = match args.servers.spawn {
+        Some(_) => postgres_line(&args.servers.database_url).await?,
+        None => EXTERNAL_POSTGRES.to_owned(),
+    };
     let spec = grid_spec(&args, &out, servers, served)?;
     let outcome = run_grid(&client, &spec, sink.as_ref()).await;
     let sink_base = sink.as_ref().map(OtlpSink::base_url);
@@ -152,7 +156,7 @@ pub(crate) async fn matrix(args: MatrixArgs) -> Result<bool, LoadError> {
     let sink_table = sink_base.map_or_else(String::new, |base| {
         sink_markdown(&base, &variants, &outcome.sink_counts)
     });
-    report(&args, &out, &variants, &outcome, &sink_table)
+    report(&args, &out, &variants, &outcome, &sink_table, &postgres)
 }
 
 /// Spawned servers, or the `--target` ones when the grid changes nothing
@@ -235,10 +239,11 @@ fn report(
     variants: &[ServerVariant],
     outcome: &GridOutcome,
     sink_table: &str,
+    postgres: &str,
 ) -> Result<bool, LoadError> {
     let cells = &outcome.cells;
     let rounds_run = cells.iter().map(|c| c.rounds.len()).max().unwrap_or(0);
-    let mut notes = run_note(args, variants, outcome, rounds_run);
+    let mut notes = run_note(args, variants, outcome, rounds_run, postgres);
     let verdict = crate::stats::verdict::verdict(cells);
     let summary = crate::stats::summary::summary_markdown(cells);
     let short = if summary.is_empty() {
@@ -291,13 +296,15 @@ fn report(
     Ok(check(cells, &args.thresholds))
 }
 
-/// The head of results.md: the machine, the database's distance, what the
-/// grid varied, the load model and why it stopped.
+/// The head of results.md: the machine, PostgreSQL's version and
+/// distance, the broker, what the grid varied, the load model and why it
+/// stopped.
 fn run_note(
     args: &MatrixArgs,
     variants: &[ServerVariant],
     outcome: &GridOutcome,
     rounds_run: usize,
+    postgres: &str,
 ) -> String {
     let reach_notes = if outcome.reach_notes.is_empty() {
         String::new()
@@ -305,9 +312,15 @@ fn run_note(
         format!("\n\n{}", outcome.reach_notes.join("\n\n"))
     };
     let notes = format!(
-        "# {}\n\n{}{reach_notes}\n\nScenarios {}; server variants {}; strategies {}; {} per cell, {} round(s){}; servers: {}.\n",
+        "# {}\n\n{}\n\n{postgres}{reach_notes}\n\n{}\n\nScenarios {}; server variants {}; strategies {}; {} per cell, {} round(s){}; servers: {}.\n",
         args.name,
         machine_note(),
+        args.servers.broker_note(
+            &variants
+                .iter()
+                .map(|v| v.env.as_slice())
+                .collect::<Vec<_>>()
+        ),
         args.scenarios
             .iter()
             .map(scenario_name)

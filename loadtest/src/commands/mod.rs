@@ -17,6 +17,7 @@ pub(crate) mod live_fleet;
 pub(crate) mod markers;
 pub(crate) mod matrix;
 pub(crate) mod run;
+pub(crate) mod setting;
 pub(crate) mod syncs;
 
 use std::path::PathBuf;
@@ -81,6 +82,26 @@ pub(crate) struct ServerArgs {
     /// Base folder of results.
     #[arg(long, default_value = "results")]
     pub(crate) results_dir: PathBuf,
+    /// What the spawned servers' broker is, for results.md, when it was
+    /// started outside chatlab-load (`tansu behind a 5 ms hop`); without
+    /// it results.md names their KAFKA_BROKERS, or the mock cluster each
+    /// embeds when that is unset.
+    #[arg(long)]
+    pub(crate) broker: Option<String>,
+}
+
+impl ServerArgs {
+    /// The servers' broker, for results.md: see [`broker_note`]; `variants`
+    /// are the env the servers get beside `--server-env`. External servers'
+    /// broker is theirs, and not recorded.
+    pub(crate) fn broker_note(&self, variants: &[&[(String, String)]]) -> String {
+        if self.spawn.is_none() {
+            return "Broker: the external servers' own; not recorded.".to_owned();
+        }
+        let mut envs = vec![self.server_env.as_slice()];
+        envs.extend_from_slice(variants);
+        broker_note(self.broker.as_deref(), &envs)
+    }
 }
 
 /// Which requests carry a W3C `traceparent`.
@@ -135,11 +156,13 @@ pub(crate) struct Deployed {
 }
 
 impl Deployed {
-    /// Where PostgreSQL was, for results.md (empty for external servers).
-    pub(crate) fn reach_note(&self) -> String {
-        self.reach
-            .as_ref()
-            .map_or_else(String::new, |r| format!("\n\n{}", r.note()))
+    /// PostgreSQL's version and where it was, for results.md; for external
+    /// servers, that their database is theirs and not recorded here.
+    pub(crate) async fn postgres_note(&self, url: &str) -> Result<String, LoadError> {
+        match &self.reach {
+            Some(r) => Ok(format!("{} {}", postgres_line(url).await?, r.note())),
+            None => Ok(EXTERNAL_POSTGRES.to_owned()),
+        }
     }
 }
 
@@ -311,6 +334,63 @@ pub(crate) async fn postgres_version(url: &str) -> Result<String, LoadError> {
     version
 }
 
+/// What a results.md says of PostgreSQL when the servers are someone
+/// else's (`--target`): the harness does not know their database.
+pub(crate) const EXTERNAL_POSTGRES: &str =
+    "PostgreSQL: the external servers' own; its version and distance are not recorded.";
+
+/// `PostgreSQL <version>.`, the version of the PostgreSQL at `url`: the
+/// start of the line in which a results.md says where its database was.
+pub(crate) async fn postgres_line(url: &str) -> Result<String, LoadError> {
+    Ok(format!("PostgreSQL {}.", postgres_version(url).await?))
+}
+
+/// The broker spawned servers publish to, for results.md: `stated` when the
+/// command was told what it is (a broker started outside chatlab-load, say
+/// behind a hop of its own), else the `KAFKA_BROKERS` the servers are given
+/// (in `envs`, or inherited from this process), else the mock cluster each
+/// server embeds when it is unset.
+pub(crate) fn broker_note(stated: Option<&str>, envs: &[&[(String, String)]]) -> String {
+    if let Some(stated) = stated.map(str::trim).filter(|s| !s.is_empty()) {
+        return format!("Broker: {}.", stated.trim_end_matches('.'));
+    }
+    let set = |key: &str| -> Vec<String> {
+        let mut values: Vec<String> = envs
+            .iter()
+            .flat_map(|env| env.iter())
+            .filter(|(k, _)| k == key)
+            .map(|(_, v)| v.trim().to_owned())
+            .collect();
+        if values.is_empty() {
+            values.extend(std::env::var(key).ok().map(|v| v.trim().to_owned()));
+        }
+        values.sort_by(|a, b| (a.len(), a).cmp(&(b.len(), b)));
+        values.dedup();
+        values
+    };
+    let brokers: Vec<String> = set("KAFKA_BROKERS")
+        .into_iter()
+        .filter(|v| !v.is_empty())
+        .collect();
+    if !brokers.is_empty() {
+        return format!(
+            "Broker: KAFKA_BROKERS={}, started outside chatlab-load; its distance is not measured here.",
+            brokers.join(" and ")
+        );
+    }
+    let rtts = set("KAFKA_MOCK_BROKER_RTT_MS");
+    format!(
+        "Broker: Kafka's mock cluster inside each server (KAFKA_BROKERS unset), {}.",
+        if rtts.is_empty() {
+            "no round trip injected".to_owned()
+        } else {
+            format!("KAFKA_MOCK_BROKER_RTT_MS={} ms injected", rtts.join(", "))
+        }
+    )
+}
+
+/// The first line of every results.md: the machine the run shared with
+/// PostgreSQL and the servers (cores, memory, CPU model) and when.
 pub(crate) fn machine_note() -> String {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mem = std::fs::read_to_string("/proc/meminfo")
@@ -455,5 +535,29 @@ mod tests {
         for bad in ["-0.1", "1.5", "1%", "NaN", ""] {
             assert!(parse_fraction(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_broker_is_named_as_the_servers_get_it() {
+        let kv = |k: &str, v: &str| (k.to_owned(), v.to_owned());
+        assert_eq!(
+            broker_note(Some("tansu behind a 5 ms hop."), &[]),
+            "Broker: tansu behind a 5 ms hop."
+        );
+        let env = [kv("KAFKA_BROKERS", "127.0.0.1:4000")];
+        let note = broker_note(None, &[&env]);
+        assert!(
+            note.contains("KAFKA_BROKERS=127.0.0.1:4000") && note.contains("not measured"),
+            "{note}"
+        );
+        let base = [kv("KAFKA_BROKERS", "")];
+        let (a, b) = (
+            [kv("KAFKA_MOCK_BROKER_RTT_MS", "20")],
+            [kv("KAFKA_MOCK_BROKER_RTT_MS", "5")],
+        );
+        assert_eq!(
+            broker_note(None, &[&base, &a, &b]),
+            "Broker: Kafka's mock cluster inside each server (KAFKA_BROKERS unset), KAFKA_MOCK_BROKER_RTT_MS=5, 20 ms injected."
+        );
     }
 }

@@ -122,7 +122,7 @@ pub(crate) async fn run(args: RunArgs) -> Result<bool, LoadError> {
         &args.name,
     )
     .await;
-    let reach_note = deployed.reach_note();
+    let postgres = deployed.postgres_note(&args.servers.database_url).await?;
     let (db_rtt_ms, db_round_trip_ms) = deployed
         .reach
         .as_ref()
@@ -148,9 +148,10 @@ pub(crate) async fn run(args: RunArgs) -> Result<bool, LoadError> {
     cell.set_server(&stats, None);
     let cells = vec![cell];
     let notes = format!(
-        "# {}\n\n{}{reach_note}\n\nScenario {}, {} server(s), {:.0} s.\n",
+        "# {}\n\n{}\n\n{postgres}\n\n{}\n\nScenario {}, {} server(s), {:.0} s.\n",
         args.name,
         machine_note(),
+        args.servers.broker_note(&[]),
         scenario_name(&args.scenario),
         targets.len(),
         outcome.elapsed.as_secs_f64()

@@ -38,7 +38,9 @@ use crate::servers::fleet::Fleet;
 use crate::servers::reach::Reach;
 use crate::stats::uncertainty::Interval;
 
-use super::{ServerArgs, fleet_spec, http_client, machine_note, results_dir, write_results};
+use super::{
+    ServerArgs, fleet_spec, http_client, machine_note, postgres_line, results_dir, write_results,
+};
 use crate::error::LoadError;
 
 #[derive(Debug, Args)]
@@ -164,8 +166,9 @@ pub(crate) async fn syncs(args: SyncsArgs) -> Result<bool, LoadError> {
             each.join(", ")
         ));
     }
+    let postgres = postgres_line(&args.servers.database_url).await?;
     let notes = format!(
-        "# syncs: what one Sync is worth\n\n{}\n\n{}\n\nThe `pipeline` strategy's transaction (BEGIN, the chat, {} members from an array, the system message, COMMIT), straight to PostgreSQL from {} connections for {} per measurement, {} rounds, their order alternating; each sender's tps against chatlab's pipeline (tokio-postgres, joined) is paired round by round, with its 95% interval (`~`: a tie). pgbench runs its prepared protocol; tokio-postgres prepares the statements once per connection.\n\n",
+        "# syncs: what one Sync is worth\n\n{}\n\n{postgres} {}\n\nThe `pipeline` strategy's transaction (BEGIN, the chat, {} members from an array, the system message, COMMIT), straight to PostgreSQL from {} connections for {} per measurement, {} rounds, their order alternating; each sender's tps against chatlab's pipeline (tokio-postgres, joined) is paired round by round, with its 95% interval (`~`: a tie). pgbench runs its prepared protocol; tokio-postgres prepares the statements once per connection.\n\n",
         machine_note(),
         reach.note(),
         args.members,

@@ -127,7 +127,8 @@ pub struct Identity {
     pub rows_per_request: Option<usize>,
     /// The round-trip time a hop added (0: straight), ms.
     pub db_rtt_ms: f64,
-    /// The round trip the run's calibration measured, ms.
+    /// The round trip the calibrations at its distance measured, their
+    /// mean, ms.
     pub db_round_trip_ms: f64,
 }
 

@@ -32,7 +32,7 @@ use crate::observe::wal::WalProbe;
 use crate::report::charts;
 use crate::report::results::CellResult;
 use crate::servers::fleet::{External, Fleet, FleetSpec};
-use crate::servers::reach::{DistanceArgs, Reach};
+use crate::servers::reach::{Calibration, DistanceArgs, Reach};
 use crate::servers::variant::ServerVariant;
 use crate::stats::verdict;
 
@@ -112,7 +112,9 @@ pub struct GridOutcome {
     /// Why each point (or, with several fleets, the whole grid) stopped
     /// adding rounds, with its name.
     pub stopped: Vec<(String, Stopped)>,
-    /// Where PostgreSQL was at each distance, as its calibration measured.
+    /// Where PostgreSQL was at each distance, as its calibrations
+    /// measured: the first fleet's note, then every calibration when
+    /// several fleets ran there.
     pub reach_notes: Vec<String>,
 }
 
@@ -188,10 +190,9 @@ struct GridRun<'a> {
     acc: BTreeMap<Key, Accumulated>,
     wal: Option<WalProbe>,
     server_count: usize,
-    /// Per distance, the round trip its calibration measured, ms.
-    measured_rtt_ms: BTreeMap<usize, f64>,
-    /// Per distance, what its reach said of itself, for results.md.
-    reach_notes: BTreeMap<usize, String>,
+    /// Per distance, what each fleet's reach said of itself and measured,
+    /// in the order the fleets started: every fleet is calibrated anew.
+    calibrations: BTreeMap<usize, Vec<(String, Calibration)>>,
     sink_counts: Vec<SinkCounts>,
     stopped: Vec<(String, Stopped)>,
 }
@@ -213,8 +214,7 @@ pub async fn run_grid(
         acc: BTreeMap::new(),
         wal,
         server_count: 0,
-        measured_rtt_ms: BTreeMap::new(),
-        reach_notes: BTreeMap::new(),
+        calibrations: BTreeMap::new(),
         sink_counts: vec![SinkCounts::default(); spec.variants.len()],
         stopped: Vec::new(),
     };
@@ -243,8 +243,46 @@ pub async fn run_grid(
         cells,
         sink_counts: run.sink_counts,
         stopped: run.stopped,
-        reach_notes: run.reach_notes.into_values().collect(),
+        reach_notes: run.calibrations.values().map(|c| reach_note(c)).collect(),
     })
+}
+
+/// One distance's lines for results.md: the first fleet's note, then,
+/// when several fleets ran at that distance (one per round, variant and
+/// pool size), every calibration, so none stands for the others unseen.
+fn reach_note(calibrations: &[(String, Calibration)]) -> String {
+    let Some((first, _)) = calibrations.first() else {
+        return String::new();
+    };
+    if calibrations.len() < 2 {
+        return first.clone();
+    }
+    let each: Vec<String> = calibrations
+        .iter()
+        .map(|(_, c)| match c.through_ms {
+            Some(through) => format!("{through:.3} through / {:.3} straight", c.straight_ms),
+            None => format!("{:.3}", c.straight_ms),
+        })
+        .collect();
+    format!(
+        "{first} That was the first of {} calibrations at this distance, one per fleet started (each round, variant and pool size), pgbench `SELECT 1` in ms: {}.",
+        calibrations.len(),
+        each.join("; ")
+    )
+}
+
+/// The mean round trip a distance's calibrations measured, ms (through the
+/// hop when there is one).
+fn mean_round_trip_ms(calibrations: &[(String, Calibration)]) -> f64 {
+    let trips: Vec<f64> = calibrations
+        .iter()
+        .map(|(_, c)| c.through_ms.unwrap_or(c.straight_ms))
+        .collect();
+    if trips.is_empty() {
+        0.0
+    } else {
+        trips.iter().sum::<f64>() / trips.len() as f64
+    }
 }
 
 impl GridRun<'_> {
@@ -287,9 +325,10 @@ impl GridRun<'_> {
         let under_test = start_fleet(self.client, self.spec, id).await?;
         self.server_count = under_test.watched.targets.len();
         if let Some(reach) = &under_test.reach {
-            self.measured_rtt_ms
-                .insert(id.distance, reach.measured_rtt_ms());
-            self.reach_notes.insert(id.distance, reach.note());
+            self.calibrations
+                .entry(id.distance)
+                .or_default()
+                .push((reach.note(), reach.calibration()));
         }
         Ok(under_test)
     }
@@ -516,10 +555,9 @@ impl GridRun<'_> {
                 .flatten()
                 .map_or(0.0, |d| d.rtt.as_secs_f64() * 1e3),
             db_round_trip_ms: self
-                .measured_rtt_ms
+                .calibrations
                 .get(&key.distance)
-                .copied()
-                .unwrap_or(0.0),
+                .map_or(0.0, |c| mean_round_trip_ms(c)),
         }
     }
 
@@ -871,5 +909,32 @@ mod tests {
             strategy: s.strategies[0],
         };
         assert_eq!(key.point(), p[1]);
+    }
+
+    #[test]
+    fn every_calibration_at_a_distance_is_stated() {
+        let cal = |through: f64, straight: f64| {
+            (
+                format!("hop {through}"),
+                Calibration {
+                    straight_ms: straight,
+                    through_ms: Some(through),
+                },
+            )
+        };
+        let one = [cal(5.2, 0.12)];
+        assert_eq!(reach_note(&one), "hop 5.2");
+        let two = [cal(5.2, 0.12), cal(5.3, 0.1)];
+        let note = reach_note(&two);
+        assert!(
+            note.starts_with("hop 5.2 That was the first of 2"),
+            "{note}"
+        );
+        assert!(
+            note.contains("5.200 through / 0.120 straight; 5.300 through / 0.100 straight"),
+            "{note}"
+        );
+        assert!((mean_round_trip_ms(&two) - 5.25).abs() < 1e-9);
+        assert_eq!(mean_round_trip_ms(&[]), 0.0);
     }
 }

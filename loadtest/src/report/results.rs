@@ -107,7 +107,8 @@ pub struct CellResult {
     /// pgbench) and PostgreSQL, ms (0: straight, over loopback).
     pub db_rtt_ms: f64,
     /// The round trip to PostgreSQL the run measured (pgbench `SELECT 1`,
-    /// one client, through the hop when there was one), ms.
+    /// one client, through the hop when there was one; in a grid, the mean
+    /// of the calibrations of every fleet at that distance), ms.
     pub db_round_trip_ms: f64,
     /// Round trips on the wire per answered request, counted by the hop (a
     /// client chunk after a server chunk); 0: no hop to count them.

@@ -217,6 +217,18 @@ impl Reach {
         })
     }
 
+    /// PostgreSQL at `url`, straight, calibrated for two seconds: for a
+    /// command that offers no distance but states the one it ran at.
+    pub(crate) async fn straight(url: &str) -> Result<Self, LoadError> {
+        let args = DistanceArgs {
+            db_rtt: None,
+            db_jitter: String::new(),
+            delay_bin: PathBuf::new(),
+            calibrate_for: Duration::from_secs(2),
+        };
+        Self::open(url, None, &args).await
+    }
+
     /// The URL to give whatever the run measures: the hop's, or PostgreSQL's.
     pub(crate) fn url(&self) -> String {
         match &self.hop {
@@ -235,6 +247,11 @@ impl Reach {
     /// The set RTT in ms (0 straight).
     pub(crate) fn set_rtt_ms(&self) -> f64 {
         self.distance().map_or(0.0, |d| d.rtt.as_secs_f64() * 1e3)
+    }
+
+    /// What its calibration measured.
+    pub(crate) fn calibration(&self) -> Calibration {
+        self.calibration
     }
 
     /// The round trip measured for what the run measures, ms.

@@ -166,6 +166,7 @@ pub async fn run(args: FaultArgs) -> Result<bool, LoadError> {
             })
     });
     let reach = Reach::open(&args.database_url, distance, &args.distance).await?;
+    let postgres = crate::commands::postgres_line(&args.database_url).await?;
     let mut cells = Vec::new();
     for fault in &args.faults {
         for variant in &args.variants {
@@ -192,7 +193,13 @@ pub async fn run(args: FaultArgs) -> Result<bool, LoadError> {
         }
     }
     let table = figures::to_markdown(&cells);
-    let notes = format!("{}\n\n{}", reach.note(), notes(&args, &cells));
+    let notes = format!(
+        "{}\n\n{postgres} {}\n\n{}\n\n{}",
+        crate::commands::machine_note(),
+        reach.note(),
+        broker_note(&args),
+        notes(&args, &cells)
+    );
     let path = args.out.join("table.md");
     std::fs::write(&path, format!("{table}\n{notes}")).map_err(|e| LoadError::file(&path, e))?;
     println!("\n{table}\n{notes}\nwritten to {}", args.out.display());
@@ -201,6 +208,26 @@ pub async fn run(args: FaultArgs) -> Result<bool, LoadError> {
         println!("some invariants broke (see the table)");
     }
     Ok(held || !args.strict)
+}
+
+/// The cells' broker, for the table's notes: a tansu of each cell's own
+/// (started here, on loopback), or what [`crate::commands::broker_note`]
+/// finds in the servers' env.
+fn broker_note(args: &FaultArgs) -> String {
+    match &args.tansu_bin {
+        Some(bin) => format!(
+            "Broker: tansu ({}, {:?} storage), one per cell, on loopback beside the server; its round trip not measured.",
+            bin.display(),
+            args.tansu_storage
+        ),
+        None => {
+            let variants: Vec<&[(String, String)]> =
+                args.variants.iter().map(|v| v.env.as_slice()).collect();
+            let mut envs = vec![args.env.as_slice()];
+            envs.extend(variants);
+            crate::commands::broker_note(None, &envs)
+        }
+    }
 }
 
 async fn run_cell(

@@ -26,7 +26,7 @@ use clap::Args;
 use reqwest::header::HeaderValue;
 use uuid::Uuid;
 
-use crate::commands::{machine_note, postgres_version};
+use crate::commands::{machine_note, postgres_line};
 use crate::error::LoadError;
 use crate::load::auth::{DEFAULT_ISSUER, Signer};
 use crate::load::creators::create_groups;
@@ -38,6 +38,7 @@ use crate::observe::{noise, procstat};
 use crate::servers::balancer::{Backend, Balancer, BalancerSpec};
 use crate::servers::broker::{Broker, BrokerStorage};
 use crate::servers::fleet::{Fleet, FleetSpec, send_signal};
+use crate::servers::reach::Reach;
 use crate::servers::variant::parse_kv;
 use tally::Write;
 
@@ -162,7 +163,11 @@ impl LiveFleetArgs {
 pub async fn run(args: LiveFleetArgs) -> Result<bool, LoadError> {
     args.check()?;
     std::fs::create_dir_all(&args.out).map_err(|e| LoadError::file(&args.out, e))?;
-    let version = postgres_version(&args.database_url).await?;
+    let postgres = format!(
+        "{} {}",
+        postgres_line(&args.database_url).await?,
+        Reach::straight(&args.database_url).await?.note()
+    );
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(256)
         .tcp_nodelay(true)
@@ -330,7 +335,7 @@ pub async fn run(args: LiveFleetArgs) -> Result<bool, LoadError> {
         cpu,
         figures,
     };
-    let text = report::results_md(&args, &balancer_spec, &version, &run, &machine_note());
+    let text = report::results_md(&args, &balancer_spec, &postgres, &run, &machine_note());
     let path = args.out.join("results.md");
     std::fs::write(&path, &text).map_err(|e| LoadError::file(&path, e))?;
     println!("{text}\nwritten to {}", args.out.display());

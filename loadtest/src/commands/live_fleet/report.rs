@@ -128,7 +128,7 @@ fn within(l: &Latencies, target: Duration) -> bool {
 pub(super) fn results_md(
     args: &LiveFleetArgs,
     balancer: &BalancerSpec,
-    version: &str,
+    postgres: &str,
     run: &Run,
     machine: &str,
 ) -> String {
@@ -146,7 +146,7 @@ pub(super) fn results_md(
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     format!(
         "# The live tier at fleet scale\n\n\
-         PostgreSQL {version}, straight over loopback. {machine}\n\n\
+         {machine}\n\n{postgres}\n\n\
          {} chatlab instances (`after_commit`) on one tansu broker (SQLite) and the database, \
          behind {} HAProxy processes sharing one port (`leastconn`, `/readyz` checked every 500 ms, \
          down after 2 failures, {}). {} streams, one per user, from {} client processes, each on a \
