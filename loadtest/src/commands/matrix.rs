@@ -397,7 +397,7 @@ fn analysis_note(cells: &[CellResult], verdict: Option<&str>, short: &str) -> St
 }
 
 /// How the summary's intervals are made, said above it.
-const INTERVALS: &str = "Each figure is the mean of the rounds with its 95% interval in brackets (Student's t over the rounds); the share of pgbench pairs each round with the pgbench run beside it. A rank shared (`2=`) is a tie: the paired ratio's interval holds 1.";
+const INTERVALS: &str = "Each figure is the mean of the rounds with its 95% interval in brackets (Student's t over the rounds); the share of pgbench pairs each round with the pgbench run beside it. Strategies that share a letter in `group` are not told apart (every pair called by a paired t test on the rounds, Holm-adjusted at a family-wise 5%); a run of one round has no groups (`-`).";
 
 /// How many rounds ran and why no more: one line per point, or one for
 /// the grid when the fleets alternated.
