@@ -96,7 +96,15 @@ async fn read_side(
     let mut previous = Instant::now();
     loop {
         let mut buf = vec![0u8; CHUNK];
-        let n = from.read(&mut buf).await.unwrap_or(0);
+        // A failed read (a reset) ends this direction as a close does, so
+        // the other side sees the connection end; it is counted apart.
+        let n = match from.read(&mut buf).await {
+            Ok(n) => n,
+            Err(_) => {
+                shared.counters.read_failed();
+                0
+            }
+        };
         let now = Instant::now();
         // Jitter may not reorder bytes: a deadline is never before the one
         // of the chunk ahead of it.

@@ -53,10 +53,12 @@ impl Proxy {
         let upstream = settings.upstream;
         let mut tasks = vec![tokio::spawn(async move {
             loop {
-                let Ok((client, _)) = listener.accept().await else {
-                    continue;
-                };
-                tokio::spawn(relay(client, upstream, shared.clone()));
+                match listener.accept().await {
+                    Ok((client, _)) => {
+                        tokio::spawn(relay(client, upstream, shared.clone()));
+                    }
+                    Err(e) => accept_failed(&shared.counters, "relay", &e).await,
+                }
             }
         })];
         let mut control_addr = None;
@@ -66,10 +68,16 @@ impl Proxy {
             let (counters, blackhole) = (counters.clone(), blackhole.clone());
             tasks.push(tokio::spawn(async move {
                 loop {
-                    let Ok((stream, _)) = control.accept().await else {
-                        continue;
-                    };
-                    tokio::spawn(serve_control(stream, counters.clone(), blackhole.clone()));
+                    match control.accept().await {
+                        Ok((stream, _)) => {
+                            tokio::spawn(serve_control(
+                                stream,
+                                counters.clone(),
+                                blackhole.clone(),
+                            ));
+                        }
+                        Err(e) => accept_failed(&counters, "control", &e).await,
+                    }
                 }
             }));
         }
@@ -154,6 +162,21 @@ pub async fn control(addr: SocketAddr, command: &str) -> io::Result<String> {
         .ok_or_else(|| io::Error::new(io::ErrorKind::UnexpectedEof, "no answer"))
 }
 
+/// How long a listener waits after a failed accept before the next: a
+/// failure such as running out of descriptors lasts until a connection
+/// closes, and accepting again at once would spin a core.
+pub const ACCEPT_BACKOFF: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// A failed accept: counted, said on stderr, then a pause of
+/// [`ACCEPT_BACKOFF`].
+async fn accept_failed(counters: &Counters, listener: &str, e: &io::Error) {
+    counters.accept_failed();
+    eprintln!(
+        "chatlab-delay: accepting on the {listener} listener failed: {e}; retrying in {ACCEPT_BACKOFF:?}"
+    );
+    tokio::time::sleep(ACCEPT_BACKOFF).await;
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::{Duration, Instant};
@@ -223,6 +246,36 @@ mod tests {
         assert_eq!(stats.flights, 20, "{stats:?}");
         assert_eq!(stats.bytes_up, 320);
         assert_eq!(stats.open, 1);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_reset_is_counted_as_a_read_error_not_a_close() {
+        let p = proxy(Duration::ZERO).await;
+        let mut s = TcpStream::connect(p.local_addr()).await.unwrap();
+        s.set_nodelay(true).unwrap();
+        round_trip(&mut s, b"hello").await;
+        assert_eq!(p.stats().read_errors, 0);
+        // Linger 0: dropping the socket sends a reset, not a FIN.
+        s.set_zero_linger().unwrap();
+        drop(s);
+        let mut waited = 0;
+        while p.stats().read_errors == 0 && waited < 200 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            waited += 1;
+        }
+        let stats = p.stats();
+        assert_eq!(stats.read_errors, 1, "{stats:?}");
+        assert_eq!(stats.accept_errors, 0, "{stats:?}");
+        // A clean close is not a read error.
+        let mut t = TcpStream::connect(p.local_addr()).await.unwrap();
+        round_trip(&mut t, b"bye").await;
+        drop(t);
+        let mut waited = 0;
+        while p.stats().open > 0 && waited < 200 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            waited += 1;
+        }
+        assert_eq!(p.stats().read_errors, 1, "{:?}", p.stats());
     }
 
     #[tokio::test(flavor = "current_thread")]

@@ -18,6 +18,8 @@ pub struct Counters {
     delivered: AtomicU64,
     late_us_total: AtomicU64,
     late_us_max: AtomicU64,
+    accept_errors: AtomicU64,
+    read_errors: AtomicU64,
 }
 
 /// A snapshot of the counters, as the control port and the binary print it.
@@ -48,6 +50,14 @@ pub struct Stats {
     pub late_us_max: u64,
     /// Whether traffic is blackholed now.
     pub blackholed: bool,
+    /// Connections the listener failed to accept (out of descriptors,
+    /// say); each is followed by a pause before the next accept.
+    #[serde(default)]
+    pub accept_errors: u64,
+    /// Reads that failed (a reset, say), each ending its direction as the
+    /// peer's close would, and counted apart from closes.
+    #[serde(default)]
+    pub read_errors: u64,
 }
 
 impl Stats {
@@ -72,6 +82,8 @@ impl Stats {
             chunks_down: self.chunks_down.saturating_sub(earlier.chunks_down),
             delivered: self.delivered.saturating_sub(earlier.delivered),
             late_us_total: self.late_us_total.saturating_sub(earlier.late_us_total),
+            accept_errors: self.accept_errors.saturating_sub(earlier.accept_errors),
+            read_errors: self.read_errors.saturating_sub(earlier.read_errors),
             ..*self
         }
     }
@@ -101,6 +113,14 @@ impl Counters {
         c.fetch_add(1, Ordering::Relaxed);
     }
 
+    pub(crate) fn accept_failed(&self) {
+        self.accept_errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn read_failed(&self) {
+        self.read_errors.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub(crate) fn delivered(&self, late: Duration) {
         let us = late.as_micros() as u64;
         self.delivered.fetch_add(1, Ordering::Relaxed);
@@ -123,6 +143,8 @@ impl Counters {
             late_us_total: get(&self.late_us_total),
             late_us_max: get(&self.late_us_max),
             blackholed,
+            accept_errors: get(&self.accept_errors),
+            read_errors: get(&self.read_errors),
         }
     }
 }
