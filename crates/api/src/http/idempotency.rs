@@ -127,29 +127,43 @@ impl PreparedResponse {
     }
 
     /// The response: the prepared one for a fresh write (with `headers`),
-    /// or the stored one of a replay.
+    /// or the stored one of a replay ([`Self::replay`]).
     pub fn respond<T>(
         self,
         outcome: Keyed<T>,
         headers: impl FnOnce(&mut HttpResponseBuilder),
-    ) -> HttpResponse {
+    ) -> Result<HttpResponse, ApiError> {
         match outcome {
             Keyed::Fresh(_) => {
                 let mut response = HttpResponse::build(self.status);
                 headers(&mut response);
-                response.content_type(ContentType::json()).body(self.body)
+                Ok(response.content_type(ContentType::json()).body(self.body))
             }
             Keyed::Replayed(stored) => Self::replay(stored),
         }
     }
 
-    /// A stored response, answered again.
-    pub fn replay(stored: StoredResponse) -> HttpResponse {
-        let status = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::CREATED);
-        HttpResponse::build(status)
+    /// A stored response, answered again. A stored status that is not an
+    /// HTTP status (a row written by hand, or by another program) is an
+    /// internal error, logged, rather than a guess at what was answered.
+    pub fn replay(stored: StoredResponse) -> Result<HttpResponse, ApiError> {
+        let status = StatusCode::from_u16(stored.status).map_err(|e| {
+            tracing::error!(
+                status = stored.status,
+                "a stored idempotent response has no valid HTTP status"
+            );
+            ApiError::Internal(
+                format!(
+                    "the stored response's status {} is not an HTTP status: {e}",
+                    stored.status
+                )
+                .into(),
+            )
+        })?;
+        Ok(HttpResponse::build(status)
             .insert_header((REPLAYED_HEADER, "true"))
             .content_type(ContentType::json())
-            .body(stored.body)
+            .body(stored.body))
     }
 }
 

@@ -81,10 +81,10 @@ pub async fn create_chat(
         .store
         .create_chat_keyed(command, strategy.0, mode.0, prepared.claim())
         .await?;
-    Ok(prepared.respond(outcome, |r| {
+    prepared.respond(outcome, |r| {
         r.insert_header(strategy.header())
             .insert_header(mode.header());
-    }))
+    })
 }
 
 /// Reads a chat with its member count; members only.

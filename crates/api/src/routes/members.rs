@@ -86,10 +86,10 @@ pub async fn add_members(
         .store
         .add_members(command, strategy.0, mode.0, prepared.claim())
         .await?;
-    Ok(prepared.respond(outcome, |r| {
+    prepared.respond(outcome, |r| {
         r.insert_header(strategy.header())
             .insert_header(mode.header());
-    }))
+    })
 }
 
 /// Removes a member: the owner removes anyone else, and any member removes

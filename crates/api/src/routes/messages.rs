@@ -82,11 +82,11 @@ pub async fn send_message(
         .store
         .send_message_routed(command, route, prepared.claim())
         .await?;
-    Ok(prepared.respond(outcome, |r| {
+    prepared.respond(outcome, |r| {
         r.insert_header(strategy.header())
             .insert_header(mode.header())
             .insert_header(fanout.header());
-    }))
+    })
 }
 
 /// Lists messages newest first (members only), a page at a time (keyset pagination: every

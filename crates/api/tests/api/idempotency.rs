@@ -14,7 +14,7 @@ use uuid::Uuid;
 use chatlab_persistence::schema::{chats, idempotency_keys, messages, outbox};
 
 use crate::events::{spawn_on_tansu, wait_for_records};
-use crate::support::{TestApp, assert_problem, spawn_app_with, spawn_on_shared};
+use crate::support::{TestApp, assert_problem, spawn_app, spawn_app_with, spawn_on_shared};
 
 /// `POST /v1/chats` as `users[0]` with the others as members, under `key`,
 /// with the strategy and mode headers when given.
@@ -64,6 +64,31 @@ async fn read(resp: Response) -> (u16, bool, String) {
         .get("idempotent-replayed")
         .is_some_and(|v| v == "true");
     (status, replayed, resp.text().await.unwrap())
+}
+
+/// A stored response whose status is not an HTTP status (the table's
+/// CHECK keeps chatlab from writing one; another program, or a schema
+/// before it, could) is answered as an internal error, not as a 201.
+#[tokio::test]
+async fn a_stored_status_that_is_not_http_is_an_internal_error_not_a_201() {
+    let app = spawn_app().await;
+    let users = app.bulk_users(2).await;
+    let first = read(keyed_chat(&app, &users, "stored", "key-1", &[]).await).await;
+    assert_eq!((first.0, first.1), (201, false));
+    let mut conn = app.db.connect().await;
+    conn.batch_execute(
+        "ALTER TABLE idempotency_keys DROP CONSTRAINT idempotency_keys_status_check; \
+         UPDATE idempotency_keys SET status = 1000",
+    )
+    .await
+    .unwrap();
+    let again = keyed_chat(&app, &users, "stored", "key-1", &[]).await;
+    assert_problem(again, 500, "internal").await;
+    assert_eq!(
+        chats_named(&app, "stored").await,
+        1,
+        "nothing written again"
+    );
 }
 
 #[tokio::test]

@@ -57,7 +57,7 @@ async fn earlier_answer(
         return Ok(None);
     };
     let stored = idempotency::stored(state.store.db(), &claim, state.store.key_retention()).await?;
-    Ok(stored.map(PreparedResponse::replay))
+    stored.map(PreparedResponse::replay).transpose()
 }
 
 /// 201 when every chunk committed (stored under the key, when one was
@@ -86,9 +86,9 @@ async fn respond(
         }
         None => Keyed::Fresh(()),
     };
-    Ok(prepared.respond(outcome, |r| {
+    prepared.respond(outcome, |r| {
         r.insert_header(strategy.header());
-    }))
+    })
 }
 
 /// Adds many users to an existing chat (the owner only): a bulk job, split into
