@@ -118,7 +118,9 @@ impl KafkaPublisher {
         mode: PublishMode,
     ) -> Result<(Generation, DeliveryFuture), PublishError> {
         let key = event.key();
-        let payload = event.to_json();
+        let payload = event
+            .to_json()
+            .map_err(|e| PublishError(format!("the event does not serialise: {e}")))?;
         let event_id = event.event_id.to_string();
         let mut headers = OwnedHeaders::new()
             .insert(Header {

@@ -3,7 +3,7 @@
 //! diesel-async connections on a bb8 pool (or diesel's blocking connections
 //! on r2d2, or a connection per request), the embedded migrations, and the
 //! repositories behind the domain's ports. This crate owns the transaction
-//! boundary: [`PgStore::create_chat`](store::PgStore) runs the chat row, its
+//! boundary: [`PgStore::create_chat_keyed`](store::PgStore) runs the chat row, its
 //! members (by the chosen [`InsertStrategy`](chatlab_domain::InsertStrategy))
 //! and the system message as one transaction.
 //!

@@ -10,9 +10,9 @@ use prometheus_client::registry::Registry;
 use tracing::instrument;
 
 use chatlab_domain::{
-    Chat, ChatCreated, ChatId, CreateChat, Entity, Event, EventBody, EventPublisher,
-    InsertStrategy, KeyClaim, Keyed, Member, Message, MessageFanout, MessageId, NewUser, Page,
-    PageRequest, PublishMode, ReadMarkerMode, RepositoryError, SendMessage, User, UserId,
+    Chat, ChatId, CreateChat, Entity, Event, EventBody, EventPublisher, InsertStrategy, KeyClaim,
+    Keyed, Member, Message, MessageFanout, MessageId, NewUser, Page, PageRequest, PublishMode,
+    ReadMarkerMode, RepositoryError, SendMessage, Sending, User, UserId,
 };
 use tokio::sync::Notify;
 
@@ -27,10 +27,11 @@ use crate::reads;
 use crate::reads::read_markers::{MarkerMetrics, ReadMarkers};
 use crate::schema::users;
 use crate::session::DbSession;
-use crate::writes::create_chat::{Boundary, ChatWrite, create_chat_statements};
+use crate::writes::create_chat::{ChatWrite, create_chat_on_its_own, create_chat_statements};
 use crate::writes::fanout::insert_fanned;
 use crate::writes::idempotency::{self, Claimed};
 use crate::writes::row_writes::WriteCount;
+use crate::writes::transaction::{Shared, Transaction};
 use crate::writes::write_metrics::WriteMetrics;
 
 /// Users per multi-row INSERT in bulk creation (three columns each).
@@ -123,13 +124,14 @@ impl PgStore {
         &self,
         mode: PublishMode,
         event: impl FnOnce() -> Event,
-    ) -> Publishing {
+    ) -> Result<Publishing, RepositoryError> {
         Publishing::new(
             mode,
             event,
             self.publisher.clone(),
             self.outbox_wakeup.clone(),
         )
+        .map_err(|e| RepositoryError::Internal(format!("the event does not serialise: {e}").into()))
     }
 
     /// How long idempotency keys are remembered.
@@ -229,12 +231,13 @@ impl PgStore {
     }
 }
 
-/// createChat's unit of work: in the transaction this function opens, or
-/// in createChat's own statements, as [`Boundary::of`] decides from the
-/// strategy's plan; on a foreign-key violation, the query that names the
-/// unknown users. A keyed write claims its key first, inside the
-/// transaction, so even one statement or one flight opens one then. The
-/// round trips are the session's count over the work.
+/// createChat's unit of work: in the transaction the store opens, or in
+/// createChat's own statements, as [`Transaction::of`] decides from the
+/// strategy's plan and what must share the transaction; on a foreign-key
+/// violation, the query that names the unknown users. A keyed write claims
+/// its key first, inside the transaction, so even one statement or one
+/// flight takes the store's then. The round trips are the session's count
+/// over the work.
 async fn create_chat_work(
     s: &mut DbSession,
     command: &CreateChat,
@@ -245,24 +248,26 @@ async fn create_chat_work(
 ) -> Result<Keyed<Written>, RepositoryError> {
     let CreateChatRoute { strategy, mode } = route;
     let plan = strategy.plan();
-    let shared = publishing.needs_open_transaction() || key.is_some();
+    let shared = Shared {
+        key: key.is_some(),
+        step_before_commit: publishing.has_step_before_commit(),
+        // createChat's statements carry the outbox row themselves.
+        outbox_statement: false,
+    };
     let trips_before = s.round_trips();
-    let outcome = match Boundary::of(plan, shared, publishing.outbox_row()) {
-        // createChat's own statements: one, or BEGIN to COMMIT in one
-        // flight, the outbox row among them.
-        own @ Boundary::Own(_) => create_chat_statements(s, command, plan, mode, own)
+    let outcome = match Transaction::of(plan.sending, shared, publishing.outbox_row()) {
+        Transaction::OnTheirOwn(own) => create_chat_on_its_own(s, command, mode, own)
             .await
             .map(Keyed::Fresh)
             .map_err(TxError::Db),
-        Boundary::Caller => {
+        Transaction::OpenedByStore(sending) => {
             s.transaction(async |s| {
                 if let Some(key) = key
                     && let Claimed::Replay(response) = idempotency::claim(s, key, retention).await?
                 {
                     return Ok(Keyed::Replayed(response));
                 }
-                let count =
-                    create_chat_statements(s, command, plan, mode, Boundary::Caller).await?;
+                let count = create_chat_statements(s, command, plan, mode, sending).await?;
                 publishing.before_commit(s).await?;
                 Ok::<_, TxError>(Keyed::Fresh(count))
             })
@@ -295,22 +300,9 @@ impl PgStore {
     /// "room created" system message, in one transaction, with its
     /// `chat.created` event published by `mode`. Unknown member ids answer
     /// `UnknownUsers` listing every one of them, and nothing is written.
-    pub async fn create_chat(
-        &self,
-        command: CreateChat,
-        strategy: InsertStrategy,
-        mode: PublishMode,
-    ) -> Result<ChatCreated, RepositoryError> {
-        let created = self
-            .create_chat_keyed(command, strategy, mode, None)
-            .await?;
-        created.fresh().ok_or_else(|| {
-            RepositoryError::Internal("a write without a key was answered as a replay".into())
-        })
-    }
-
-    /// [`Self::create_chat`] under an idempotency key: the key is claimed
-    /// in the same transaction, so a request repeated under it answers
+    /// The answer is the caller's to build (`ChatCreated::of` the command),
+    /// once. Under an idempotency key (`key`) the key is claimed in the
+    /// same transaction, so a request repeated under it answers
     /// [`Keyed::Replayed`] with the first response, and writes and
     /// publishes nothing.
     #[instrument(name = "create_chat", skip_all, fields(
@@ -325,11 +317,11 @@ impl PgStore {
         strategy: InsertStrategy,
         mode: PublishMode,
         key: Option<KeyClaim>,
-    ) -> Result<Keyed<ChatCreated>, RepositoryError> {
+    ) -> Result<Keyed<()>, RepositoryError> {
         let publishing = self.publishing(mode, || {
             Event::chat_created(&command, mode)
                 .with_trace_parent(chatlab_telemetry::current_traceparent())
-        });
+        })?;
         let command = Arc::new(command);
         let retention = self.key_retention;
         let written = {
@@ -352,7 +344,7 @@ impl PgStore {
         self.writes
             .record(strategy, mode, written.write, written.held);
         publishing.after_commit().await;
-        Ok(Keyed::Fresh(ChatCreated::of(&command)))
+        Ok(Keyed::Fresh(()))
     }
 
     /// Reads a chat with its member count; `NotFound` if absent or if
@@ -445,42 +437,54 @@ async fn send_message_work(
     retention: Duration,
 ) -> Result<Keyed<u64>, RepositoryError> {
     let chat_id = ChatId::from_uuid(insert.chat_id);
-    let (inserted, inbox_rows) =
-        if fanned.is_none() && !publishing.needs_transaction() && key.is_none() {
-            // One statement: no transaction needed.
-            (s.execute(insert).await.map_err(query_err)?, 0)
-        } else {
-            let outcome = s
-                .transaction(async |s| {
-                    if let Some(key) = key
-                        && let Claimed::Replay(response) =
-                            idempotency::claim(s, key, retention).await?
-                    {
-                        return Ok(Keyed::Replayed(response));
+    // The message alone is one statement; with its inbox rows, more, in
+    // the store's transaction whatever the strategy sends them by.
+    let sending = match fanned {
+        None => Sending::OneStatement,
+        Some(_) => Sending::OneByOne,
+    };
+    let shared = Shared {
+        key: key.is_some(),
+        step_before_commit: publishing.has_step_before_commit(),
+        // The guarded insert cannot carry the outbox row.
+        outbox_statement: publishing.outbox_row().is_some(),
+    };
+    let (inserted, inbox_rows) = if let Transaction::OnTheirOwn(_) =
+        Transaction::of(sending, shared, None)
+    {
+        // One statement that commits by itself.
+        (s.execute(insert).await.map_err(query_err)?, 0)
+    } else {
+        let outcome = s
+            .transaction(async |s| {
+                if let Some(key) = key
+                    && let Claimed::Replay(response) = idempotency::claim(s, key, retention).await?
+                {
+                    return Ok(Keyed::Replayed(response));
+                }
+                let (inserted, inbox) = match fanned {
+                    None => (s.execute(insert).await?, WriteCount::default()),
+                    Some((message, strategy)) => {
+                        insert_fanned(s, insert, message, strategy.plan()).await?
                     }
-                    let (inserted, inbox) = match fanned {
-                        None => (s.execute(insert).await?, WriteCount::default()),
-                        Some((message, strategy)) => {
-                            insert_fanned(s, insert, message, strategy.plan()).await?
-                        }
-                    };
-                    if inserted == 1 {
-                        publishing.before_commit(s).await?;
-                    } else {
-                        // Roll the key's claim (and whatever a pipelined
-                        // fan-out wrote) back with the write that did not
-                        // happen.
-                        return Err(TxError::Refused(PgStore::not_found(Entity::Chat, chat_id)));
-                    }
-                    Ok::<_, TxError>(Keyed::Fresh((inserted, inbox.rows)))
-                })
-                .await
-                .map_err(RepositoryError::from)?;
-            match outcome {
-                Keyed::Fresh(done) => done,
-                Keyed::Replayed(response) => return Ok(Keyed::Replayed(response)),
-            }
-        };
+                };
+                if inserted == 1 {
+                    publishing.before_commit(s).await?;
+                } else {
+                    // Roll the key's claim (and whatever a pipelined
+                    // fan-out wrote) back with the write that did not
+                    // happen.
+                    return Err(TxError::Refused(PgStore::not_found(Entity::Chat, chat_id)));
+                }
+                Ok::<_, TxError>(Keyed::Fresh((inserted, inbox.rows)))
+            })
+            .await
+            .map_err(RepositoryError::from)?;
+        match outcome {
+            Keyed::Fresh(done) => done,
+            Keyed::Replayed(response) => return Ok(Keyed::Replayed(response)),
+        }
+    };
     if inserted == 0 {
         // No such chat, or the sender is no member of it: the same answer,
         // so a chat's existence cannot be probed, and no second statement.
@@ -514,34 +518,11 @@ impl SendRoute {
 
 impl PgStore {
     /// Writes a talk message with its `message.sent` event published by
-    /// `mode`. `NotFound` if the chat does not exist or the sender is not
-    /// one of its members (one answer for both).
-    pub async fn send_message(
-        &self,
-        command: SendMessage,
-        mode: PublishMode,
-    ) -> Result<Message, RepositoryError> {
-        let sent = self
-            .send_message_routed(command, SendRoute::plain(mode), None)
-            .await?;
-        sent.fresh().ok_or_else(|| {
-            RepositoryError::Internal("a write without a key was answered as a replay".into())
-        })
-    }
-
-    /// [`Self::send_message`] under an idempotency key, as
-    /// [`Self::create_chat_keyed`].
-    pub async fn send_message_keyed(
-        &self,
-        command: SendMessage,
-        mode: PublishMode,
-        key: Option<KeyClaim>,
-    ) -> Result<Keyed<Message>, RepositoryError> {
-        self.send_message_routed(command, SendRoute::plain(mode), key)
-            .await
-    }
-
-    /// [`Self::send_message_keyed`] by `route`: with
+    /// `route.mode`, under an idempotency key as
+    /// [`Self::create_chat_keyed`] when `key` is given. `NotFound` if the
+    /// chat does not exist or the sender is not one of its members (one
+    /// answer for both); the answer is the caller's to build
+    /// (`Message::sent` the command), once. With
     /// [`MessageFanout::Inbox`] the message's inbox rows (one per member
     /// but the sender) are written in its transaction by the route's
     /// strategy, after a share lock on the chat row that keeps membership
@@ -560,12 +541,12 @@ impl PgStore {
         command: SendMessage,
         route: SendRoute,
         key: Option<KeyClaim>,
-    ) -> Result<Keyed<Message>, RepositoryError> {
+    ) -> Result<Keyed<()>, RepositoryError> {
         let mode = route.mode;
         let publishing = self.publishing(mode, || {
             Event::message_sent(&command, mode, self.event_body)
                 .with_trace_parent(chatlab_telemetry::current_traceparent())
-        });
+        })?;
         let insert = InsertTalkIfMember {
             id: command.id.as_uuid(),
             chat_id: command.chat_id.as_uuid(),
@@ -603,7 +584,7 @@ impl PgStore {
             self.writes.record_inbox(strategy, inbox_rows);
         }
         publishing.after_commit().await;
-        Ok(Keyed::Fresh(Message::sent(&command)))
+        Ok(Keyed::Fresh(()))
     }
 
     /// Messages newest first, strictly older than the cursor; `NotFound` if

@@ -225,7 +225,7 @@ async fn a_server_started_within_a_minute_of_boot_relays_its_outbox() {
     )
     .bind::<diesel::sql_types::Uuid, _>(event.event_id)
     .bind::<diesel::sql_types::Uuid, _>(chat)
-    .bind::<Text, _>(event.to_json())
+    .bind::<Text, _>(event.to_json().unwrap())
     .execute(&mut conn)
     .await
     .unwrap();

@@ -561,10 +561,10 @@ async fn the_audit_reconciles_a_fabricated_topic_and_table() {
     };
     let e1 = event(c1, "outbox");
     let payloads = [
-        e1.to_json(),
-        e1.to_json(), // the relay published it twice
-        event(c2, "outbox").to_json(),
-        event(ghost, "in_tx_enqueue").to_json(), // never committed
+        e1.to_json().unwrap(),
+        e1.to_json().unwrap(), // the relay published it twice
+        event(c2, "outbox").to_json().unwrap(),
+        event(ghost, "in_tx_enqueue").to_json().unwrap(), // never committed
         "not an event".to_owned(),
     ];
     let producer: FutureProducer = ClientConfig::new()

@@ -341,10 +341,9 @@ impl Event {
         self.chat_id().to_string()
     }
 
-    /// The JSON body.
-    pub fn to_json(&self) -> String {
-        // Serialising plain strings, numbers and UUIDs cannot fail.
-        serde_json::to_string(self).unwrap_or_default()
+    /// The JSON body, as the topic and the outbox carry it.
+    pub fn to_json(&self) -> Result<String, serde_json::Error> {
+        serde_json::to_string(self)
     }
 
     /// The JSON a client's live frame carries: the event as on the topic,
@@ -450,14 +449,17 @@ mod tests {
         )
         .unwrap();
         let event = Event::chat_created(&command, PublishMode::Outbox);
-        let json: serde_json::Value = serde_json::from_str(&event.to_json()).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&event.to_json().unwrap()).unwrap();
         assert_eq!(json["type"], "chat.created");
         assert_eq!(json["schema_version"], 1);
         assert_eq!(json["publish_mode"], "outbox");
         assert_eq!(json["member_count"], 2);
         assert_eq!(json["chat_id"], command.chat_id.to_string());
         assert!(json["event_id"].is_string() && json["occurred_at"].is_string());
-        assert_eq!(Event::from_json(event.to_json().as_bytes()).unwrap(), event);
+        assert_eq!(
+            Event::from_json(event.to_json().unwrap().as_bytes()).unwrap(),
+            event
+        );
         assert_eq!(event.key(), command.chat_id.to_string());
         assert_eq!(event.subject_id(), command.chat_id.as_uuid());
     }
@@ -480,7 +482,7 @@ mod tests {
         let mut expected = vec![creator.as_uuid(), member.as_uuid()];
         expected.sort();
         assert_eq!(joining, expected);
-        let topic: serde_json::Value = serde_json::from_str(&event.to_json()).unwrap();
+        let topic: serde_json::Value = serde_json::from_str(&event.to_json().unwrap()).unwrap();
         assert_eq!(topic["member_ids"].as_array().map(Vec::len), Some(2));
         let client: serde_json::Value =
             serde_json::from_str(&event.client_json().unwrap()).unwrap();
@@ -499,12 +501,15 @@ mod tests {
     fn a_read_event_is_for_its_reader_and_announces_no_write() {
         let (chat, reader, up_to) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
         let event = Event::read_marker_moved(chat, reader, up_to, 3, PublishMode::AfterCommit);
-        let json: serde_json::Value = serde_json::from_str(&event.to_json()).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&event.to_json().unwrap()).unwrap();
         assert_eq!(json["type"], "chat.read");
         assert_eq!(json["user_id"], reader.to_string());
         assert_eq!(json["read_up_to"], up_to.to_string());
         assert_eq!(json["unread_count"], 3);
-        assert_eq!(Event::from_json(event.to_json().as_bytes()).unwrap(), event);
+        assert_eq!(
+            Event::from_json(event.to_json().unwrap().as_bytes()).unwrap(),
+            event
+        );
         assert_eq!((event.chat_id(), event.only_for()), (chat, Some(reader)));
         assert!(!event.announces_a_write());
         assert_eq!(event.subject_id(), event.event_id);
@@ -519,20 +524,20 @@ mod tests {
         })
         .unwrap();
         let carried = Event::message_sent(&command, PublishMode::Outbox, EventBody::Carried);
-        let json: serde_json::Value = serde_json::from_str(&carried.to_json()).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&carried.to_json().unwrap()).unwrap();
         assert_eq!(json["body"], "grüße");
         assert_eq!(json["body_length"], 5);
         assert_eq!(
-            Event::from_json(carried.to_json().as_bytes()).unwrap(),
+            Event::from_json(carried.to_json().unwrap().as_bytes()).unwrap(),
             carried
         );
         let withheld = Event::message_sent(&command, PublishMode::Outbox, EventBody::Withheld);
-        let json: serde_json::Value = serde_json::from_str(&withheld.to_json()).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&withheld.to_json().unwrap()).unwrap();
         assert!(json.get("body").is_none(), "{json}");
         assert_eq!(json["body_length"], 5);
         // An event written before the field existed still reads.
         assert_eq!(
-            Event::from_json(withheld.to_json().as_bytes()).unwrap(),
+            Event::from_json(withheld.to_json().unwrap().as_bytes()).unwrap(),
             withheld
         );
     }

@@ -113,19 +113,6 @@ pub const fn rows_per_statement(columns: usize) -> usize {
     MAX_BIND_PARAMS / columns
 }
 
-impl WritePlan {
-    /// Whether a write of this plan must open a transaction around its
-    /// statements: always when they go one by one, and otherwise only when
-    /// `shared` (an idempotency key's claim, an outbox row or a publish
-    /// that must share the transaction) asks for one.
-    pub const fn needs_own_transaction(self, shared: bool) -> bool {
-        match self.sending {
-            Sending::OneByOne => true,
-            Sending::OneStatement | Sending::OneFlight => shared,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,12 +137,14 @@ mod tests {
     }
 
     #[test]
-    fn only_statements_sent_one_by_one_always_need_a_transaction() {
+    fn only_single_and_pipeline_send_without_a_round_trip_per_statement() {
         for strategy in InsertStrategy::ALL {
-            let plan = strategy.plan();
-            assert!(plan.needs_own_transaction(true), "{strategy}");
             let alone = matches!(strategy, InsertStrategy::Single | InsertStrategy::Pipeline);
-            assert_eq!(plan.needs_own_transaction(false), !alone, "{strategy}");
+            assert_eq!(
+                strategy.plan().sending != Sending::OneByOne,
+                alone,
+                "{strategy}"
+            );
         }
     }
 }

@@ -2,9 +2,9 @@
 //! COMMIT: the one place that knows the modes' behaviour. A write builds a
 //! [`Publishing`], runs [`Publishing::before_commit`] as its
 //! transaction's last step, and [`Publishing::after_commit`] once its
-//! connection is back in the pool; [`Publishing::needs_transaction`] and
-//! [`Publishing::needs_open_transaction`] say whether a one-statement write
-//! may skip BEGIN/COMMIT. Adding a mode means
+//! connection is back in the pool; [`Publishing::has_step_before_commit`]
+//! and [`Publishing::outbox_row`] tell [`crate::writes::transaction`] what
+//! the write's transaction must share. Adding a mode means
 //! a variant of [`PublishMode`] and an arm in each method here.
 
 use std::sync::Arc;
@@ -67,41 +67,43 @@ pub(crate) struct Publishing {
     mode: PublishMode,
     /// `None` when the mode publishes nothing: no event is built.
     event: Option<Arc<Event>>,
+    /// In outbox mode, the event's outbox row, built once: written by
+    /// [`Self::before_commit`], or by a write that carries it in its own
+    /// statements ([`Self::outbox_row`]).
+    outbox: Option<InsertOutboxRow>,
     publisher: Arc<dyn EventPublisher>,
     /// Wakes this process's outbox relay.
     outbox_wakeup: Arc<Notify>,
 }
 
 impl Publishing {
-    /// What a write in `mode` does with its event; `event` is called only when the mode
-    /// publishes.
+    /// What a write in `mode` does with its event; `event` is called only
+    /// when the mode publishes. Fails when the event does not serialise
+    /// for its outbox row.
     pub(crate) fn new(
         mode: PublishMode,
         event: impl FnOnce() -> Event,
         publisher: Arc<dyn EventPublisher>,
         outbox_wakeup: Arc<Notify>,
-    ) -> Self {
-        Self {
+    ) -> Result<Self, String> {
+        let event = mode.publishes().then(|| Arc::new(event()));
+        let outbox = match event.as_deref() {
+            Some(event) if mode == PublishMode::Outbox => Some(outbox_row(event)?),
+            _ => None,
+        };
+        Ok(Self {
             mode,
-            event: mode.publishes().then(|| Arc::new(event())),
+            event,
+            outbox,
             publisher,
             outbox_wakeup,
-        }
+        })
     }
 
-    /// Whether the mode has a step inside the transaction (the broker, or
-    /// the outbox row as a statement of its own), so that even a
-    /// one-statement write must open one.
-    pub(crate) fn needs_transaction(&self) -> bool {
-        self.needs_open_transaction() || self.writes_outbox()
-    }
-
-    /// Whether the mode has work between the write's statements and COMMIT
-    /// that is not SQL (a send, an enqueue), so the write must hold a
-    /// transaction open. A one-statement write in any other mode can run
-    /// on its own, its outbox row (see [`Self::outbox_row`]) in the same
-    /// statement.
-    pub(crate) fn needs_open_transaction(&self) -> bool {
+    /// Whether the mode has a step between the write's statements and
+    /// COMMIT that is not SQL (a send, an enqueue), which the write's
+    /// transaction must share ([`crate::writes::transaction::Shared`]).
+    pub(crate) fn has_step_before_commit(&self) -> bool {
         match self.mode {
             PublishMode::InTxAwait | PublishMode::InTxEnqueue => true,
             PublishMode::Off | PublishMode::AfterCommit | PublishMode::Outbox => false,
@@ -111,13 +113,7 @@ impl Publishing {
     /// The event's outbox row, in outbox mode: what [`Self::before_commit`]
     /// writes, for a write that puts it into its own statement instead.
     pub(crate) fn outbox_row(&self) -> Option<InsertOutboxRow> {
-        let event = self.event.as_deref().filter(|_| self.writes_outbox())?;
-        Some(outbox_row(event))
-    }
-
-    /// Whether the write carries an outbox row.
-    fn writes_outbox(&self) -> bool {
-        self.mode == PublishMode::Outbox && self.event.is_some()
+        self.outbox.clone()
     }
 
     /// The in-transaction step, placed last, just before COMMIT:
@@ -142,7 +138,9 @@ impl Publishing {
                 .enqueue(event, self.mode)
                 .map_err(TxError::Publish),
             PublishMode::Outbox => {
-                s.execute(outbox_row(event)).await?;
+                if let Some(row) = &self.outbox {
+                    s.execute(row.clone()).await?;
+                }
                 Ok(())
             }
         }
@@ -175,14 +173,14 @@ impl Publishing {
 }
 
 /// The outbox row of `event`.
-fn outbox_row(event: &Event) -> InsertOutboxRow {
-    InsertOutboxRow {
+fn outbox_row(event: &Event) -> Result<InsertOutboxRow, String> {
+    Ok(InsertOutboxRow {
         event_id: event.event_id,
         chat_id: event.chat_id(),
         lock_key: lock_key(event.chat_id()),
         event_type: event.event_type(),
-        payload: event.to_json(),
+        payload: event.to_json().map_err(|e| e.to_string())?,
         created_at: event.occurred_at,
         trace_parent: event.trace_parent.clone(),
-    }
+    })
 }

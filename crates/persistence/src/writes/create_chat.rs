@@ -1,9 +1,8 @@
 //! createChat's statements, and member rows as a [`RowSet`].
 //!
-//! Where createChat's transaction is held is decided once ([`Boundary::of`]):
-//! in [`crate::store::PgStore::create_chat`]'s transaction, or, for one
-//! statement or one flight with nothing to share, in createChat's own
-//! statements ([`create_chat_single`] alone is its own transaction).
+//! Whose transaction createChat runs in is decided with every write's, in
+//! [`crate::writes::transaction`]: the store's ([`create_chat_statements`])
+//! or none but its statements' own ([`create_chat_on_its_own`]).
 
 use std::ops::Range;
 
@@ -21,6 +20,7 @@ use crate::queries::{
 use crate::schema::{chat_members, chats, messages};
 use crate::session::{DbSession, Executable, Pipelined};
 use crate::writes::row_writes::{RowSet, WriteCount, write_rows};
+use crate::writes::transaction::OnTheirOwn;
 
 /// A committed createChat's statements, rows and round trips (BEGIN and
 /// COMMIT included).
@@ -30,67 +30,27 @@ pub(crate) struct ChatWrite {
     pub round_trips: u64,
 }
 
-/// Who holds createChat's transaction: decided once, by
-/// [`Boundary::of`], from the strategy's plan and from what must share it.
-#[derive(Debug)]
-pub(crate) enum Boundary {
-    /// The caller: its BEGIN came before and its COMMIT comes after, so a
-    /// key's claim or the event's step can share the transaction.
-    Caller,
-    /// createChat's own statements: one statement, or BEGIN to COMMIT in
-    /// one flight, with the event's outbox row among them when given.
-    Own(Option<InsertOutboxRow>),
-}
-
-impl Boundary {
-    /// The boundary a createChat of `plan` takes: its own where the plan
-    /// allows it ([`WritePlan::needs_own_transaction`]) and nothing must
-    /// share the transaction (`shared`: a key's claim, a send or an enqueue
-    /// before COMMIT); the caller's otherwise. `outbox` is the event's
-    /// outbox row, which rides in createChat's own statements.
-    pub(crate) fn of(plan: WritePlan, shared: bool, outbox: Option<InsertOutboxRow>) -> Self {
-        if plan.needs_own_transaction(shared) {
-            Self::Caller
-        } else {
-            Self::Own(outbox)
-        }
-    }
-}
-
-/// The three steps of createChat: chat row, member rows, system message,
-/// sent the plan's way ([`Sending`]): one by one, the members by the
-/// plan's [`chatlab_domain::RowsBy`]; as one statement that does all three;
-/// or as one flight. Inside the caller's transaction, or as their own
-/// (see [`Boundary`]); the session counts the round trips.
+/// The three steps of createChat inside the store's transaction (see
+/// [`Transaction`]): chat row, member rows, system message, sent `sending`:
+/// one by one, the members by the plan's [`chatlab_domain::RowsBy`]; as
+/// one statement that does all three; or as one flight without BEGIN and
+/// COMMIT of its own. The session counts the round trips.
 pub(crate) async fn create_chat_statements(
     s: &mut DbSession,
     command: &CreateChat,
     plan: WritePlan,
     mode: PublishMode,
-    boundary: Boundary,
+    sending: Sending,
 ) -> QueryResult<WriteCount> {
-    match (plan.sending, boundary) {
-        (Sending::OneStatement, Boundary::Caller) => {
-            create_chat_single(s, command, mode, None).await
-        }
-        (Sending::OneStatement, Boundary::Own(outbox)) => {
-            create_chat_single(s, command, mode, outbox).await
-        }
-        (Sending::OneFlight, Boundary::Caller) => {
+    match sending {
+        Sending::OneStatement => create_chat_single(s, command, mode, None).await,
+        Sending::OneFlight => {
             let pipelined = s
                 .pipelined(pipeline_statements(command, mode, None))
                 .await?;
             Ok(pipeline_write(&pipelined))
         }
-        (Sending::OneFlight, Boundary::Own(outbox)) => {
-            let pipelined = s
-                .pipelined_transaction(pipeline_statements(command, mode, outbox))
-                .await?;
-            Ok(pipeline_write(&pipelined))
-        }
-        // The plan always gives statements sent one by one the caller's
-        // transaction ([`Boundary::of`]).
-        (Sending::OneByOne, _) => {
+        Sending::OneByOne => {
             s.execute(diesel::insert_into(chats::table).values(chat_row(command, mode)))
                 .await?;
             let written = write_rows(s, &Members::of(command), plan.rows).await?;
@@ -100,6 +60,26 @@ pub(crate) async fn create_chat_statements(
                 statements: 2,
                 rows: 2,
             }))
+        }
+    }
+}
+
+/// createChat with no BEGIN from the store ([`OnTheirOwn`]): one statement
+/// that commits by itself, or one flight from BEGIN to COMMIT, the event's
+/// outbox row among them when given.
+pub(crate) async fn create_chat_on_its_own(
+    s: &mut DbSession,
+    command: &CreateChat,
+    mode: PublishMode,
+    own: OnTheirOwn,
+) -> QueryResult<WriteCount> {
+    match own {
+        OnTheirOwn::OneStatement(outbox) => create_chat_single(s, command, mode, outbox).await,
+        OnTheirOwn::OneFlight(outbox) => {
+            let pipelined = s
+                .pipelined_transaction(pipeline_statements(command, mode, outbox))
+                .await?;
+            Ok(pipeline_write(&pipelined))
         }
     }
 }
@@ -156,8 +136,8 @@ fn pipeline_write(pipelined: &Pipelined) -> WriteCount {
 
 /// createChat as one statement ([`CreateChatSingle`]), with the event's
 /// outbox row in it when `outbox` is given: one round trip. It runs inside
-/// the caller's transaction or, where the boundary is its own, as a
-/// transaction by itself: all of it commits, or none.
+/// the store's transaction or as a transaction by itself: all of it
+/// commits, or none.
 async fn create_chat_single(
     s: &mut DbSession,
     command: &CreateChat,

@@ -257,7 +257,7 @@ impl PgStore {
         let publishing = self.publishing(mode, || {
             Event::members_added(&command, mode)
                 .with_trace_parent(chatlab_telemetry::current_traceparent())
-        });
+        })?;
         let retention = self.key_retention();
         let outcome = {
             let publishing = publishing.clone();
@@ -297,7 +297,7 @@ impl PgStore {
         let publishing = self.publishing(mode, || {
             Event::member_removed(&command, mode)
                 .with_trace_parent(chatlab_telemetry::current_traceparent())
-        });
+        })?;
         self.run_with_event(publishing, move |s, publishing| {
             async move { remove_member_work(s, &command, &publishing, mode).await }.boxed()
         })
@@ -315,7 +315,7 @@ impl PgStore {
         let publishing = self.publishing(mode, || {
             Event::owner_changed(&command, mode)
                 .with_trace_parent(chatlab_telemetry::current_traceparent())
-        });
+        })?;
         self.run_with_event(publishing, move |s, publishing| {
             async move { transfer_work(s, &command, &publishing, mode).await }.boxed()
         })

@@ -18,6 +18,7 @@ use chatlab_persistence::PgStore;
 use chatlab_persistence::schema::{chat_members, chats, messages};
 use chatlab_testdb::TestDb;
 
+use crate::support::Writes;
 use crate::support::{command, seed_users};
 
 /// A broker whose records land on the topic as soon as they are sent and

@@ -4,6 +4,7 @@ use proptest::prelude::*;
 
 use chatlab_domain::{InsertStrategy, PublishMode, RepositoryError, UserId};
 
+use crate::support::Writes;
 use crate::support::{command, fixture, read_chat, row_counts, seed_users};
 
 /// Writes the same chat once per strategy and checks the rows are identical.

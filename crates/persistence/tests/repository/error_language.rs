@@ -16,6 +16,7 @@ use chatlab_domain::{InsertStrategy, PublishMode, RepositoryError, UnavailableRe
 use chatlab_persistence::PgStore;
 use chatlab_testdb::TestDb;
 
+use crate::support::Writes;
 use crate::support::{NoBroker, command, seed_users};
 
 /// Makes the test database speak German, and checks that the server does:

@@ -12,6 +12,7 @@ use chatlab_domain::{
 };
 use chatlab_persistence::schema::{chat_members, messages};
 
+use crate::support::Writes;
 use crate::support::{command, fixture, seed_users};
 
 const STRATEGIES: [InsertStrategy; 3] = [

@@ -2,6 +2,7 @@ use chatlab_domain::{
     ChatId, Entity, InsertStrategy, MessageKind, PageRequest, PublishMode, RepositoryError,
 };
 
+use crate::support::Writes;
 use crate::support::{command, fixture, message, seed_users};
 
 #[tokio::test]

@@ -139,7 +139,7 @@ async fn a_chats_rows_are_marked_in_order_even_when_a_later_one_was_acknowledged
     let chat = Uuid::now_v7();
     let events: Vec<Event> = (0..3).map(|_| event(chat)).collect();
     for e in &events {
-        insert(&mut conn, e.event_id, chat, &e.to_json()).await;
+        insert(&mut conn, e.event_id, chat, &e.to_json().unwrap()).await;
     }
     let publisher = Arc::new(Scripted::default());
     publisher
@@ -169,9 +169,15 @@ async fn an_unreadable_row_is_set_aside_and_the_relay_goes_on() {
     let chat = Uuid::now_v7();
     let bad = insert(&mut conn, Uuid::now_v7(), chat, "not an event").await;
     let next = event(chat);
-    insert(&mut conn, next.event_id, chat, &next.to_json()).await;
+    insert(&mut conn, next.event_id, chat, &next.to_json().unwrap()).await;
     let other = event(Uuid::now_v7());
-    insert(&mut conn, other.event_id, other.chat_id(), &other.to_json()).await;
+    insert(
+        &mut conn,
+        other.event_id,
+        other.chat_id(),
+        &other.to_json().unwrap(),
+    )
+    .await;
     let (_stop, registry) = start(&db, Arc::new(Scripted::default()));
     let rows = until(
         &mut conn,

@@ -20,6 +20,7 @@ use chatlab_persistence::schema::{chats, messages};
 use chatlab_persistence::{DbSession, Executable, PgStore};
 use chatlab_testdb::TestDb;
 
+use crate::support::Writes;
 use crate::support::{NoBroker, command, seed_users};
 
 /// A store whose pool holds one connection, so every unit of work meets

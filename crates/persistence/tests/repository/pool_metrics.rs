@@ -3,6 +3,7 @@ use chatlab_domain::{
 };
 use prometheus_client::encoding::text::encode;
 
+use crate::support::Writes;
 use crate::support::{command, fixture, seed_users};
 
 fn sample(text: &str, name: &str) -> f64 {

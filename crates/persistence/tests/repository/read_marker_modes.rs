@@ -16,6 +16,7 @@ use chatlab_domain::{
 use chatlab_persistence::schema::{chat_members, inbox, read_marker_log};
 use chatlab_persistence::{MarkerWriter, PgStore, SendRoute, SessionSettings};
 
+use crate::support::Writes;
 use crate::support::{command, fixture, message, seed_users};
 
 async fn marker(conn: &mut AsyncPgConnection, chat: ChatId, user: UserId) -> Option<Uuid> {
@@ -77,11 +78,14 @@ impl Scene {
                 fanout: MessageFanout::Inbox,
                 strategy: InsertStrategy::Batch,
             };
+            let command = message(chat, users[0], &format!("m{i}"));
+            let id = command.id;
             let fresh = store
-                .send_message_routed(message(chat, users[0], &format!("m{i}")), route, None)
+                .send_message_routed(command, route, None)
                 .await
                 .unwrap();
-            sent.push(fresh.fresh().unwrap().id);
+            assert!(fresh.fresh().is_some());
+            sent.push(id);
         }
         Self {
             store,

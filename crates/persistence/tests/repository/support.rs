@@ -6,12 +6,13 @@ use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use prometheus_client::registry::Registry;
 use uuid::Uuid;
 
+use chatlab_domain::{ChatCreated, InsertStrategy, Keyed, Message, RepositoryError};
 use chatlab_domain::{
     ChatId, CreateChat, Event, EventPublisher, Limits, NewChat, NewMessage, NewUser, PublishError,
     PublishMode, Receipt, SendMessage, UserId,
 };
-use chatlab_persistence::PgStore;
 use chatlab_persistence::schema::{chat_members, chats, messages};
+use chatlab_persistence::{PgStore, SendRoute};
 use chatlab_testdb::TestDb;
 
 pub struct Fixture {
@@ -140,4 +141,54 @@ pub async fn row_counts(conn: &mut AsyncPgConnection) -> (i64, i64, i64) {
     let m = chat_members::table.count().get_result(conn).await.unwrap();
     let s = messages::table.count().get_result(conn).await.unwrap();
     (c, m, s)
+}
+
+/// createChat and sendMessage as most tests call them: no idempotency key,
+/// the message alone; a replay is no answer here.
+pub(crate) trait Writes {
+    async fn create_chat(
+        &self,
+        command: CreateChat,
+        strategy: InsertStrategy,
+        mode: PublishMode,
+    ) -> Result<ChatCreated, RepositoryError>;
+
+    async fn send_message(
+        &self,
+        command: SendMessage,
+        mode: PublishMode,
+    ) -> Result<Message, RepositoryError>;
+}
+
+impl Writes for PgStore {
+    async fn create_chat(
+        &self,
+        command: CreateChat,
+        strategy: InsertStrategy,
+        mode: PublishMode,
+    ) -> Result<ChatCreated, RepositoryError> {
+        let created = ChatCreated::of(&command);
+        match self
+            .create_chat_keyed(command, strategy, mode, None)
+            .await?
+        {
+            Keyed::Fresh(()) => Ok(created),
+            Keyed::Replayed(_) => panic!("a write without a key was answered as a replay"),
+        }
+    }
+
+    async fn send_message(
+        &self,
+        command: SendMessage,
+        mode: PublishMode,
+    ) -> Result<Message, RepositoryError> {
+        let message = Message::sent(&command);
+        match self
+            .send_message_routed(command, SendRoute::plain(mode), None)
+            .await?
+        {
+            Keyed::Fresh(()) => Ok(message),
+            Keyed::Replayed(_) => panic!("a write without a key was answered as a replay"),
+        }
+    }
 }

@@ -18,6 +18,7 @@ use chatlab_domain::{
 use chatlab_persistence::schema::inbox;
 use chatlab_persistence::{PgStore, SendRoute};
 
+use crate::support::Writes;
 use crate::support::{command, fixture, message, seed_users};
 
 fn route(fanout: MessageFanout, strategy: InsertStrategy) -> SendRoute {
@@ -34,10 +35,14 @@ async fn send(
     fanout: MessageFanout,
     strategy: InsertStrategy,
 ) -> Result<MessageId, RepositoryError> {
+    let id = message.id;
     store
         .send_message_routed(message, route(fanout, strategy), None)
         .await
-        .map(|sent| sent.fresh().unwrap().id)
+        .map(|sent| {
+            assert!(sent.fresh().is_some());
+            id
+        })
 }
 
 async fn add(store: &PgStore, chat_id: ChatId, owner: UserId, users: &[UserId]) {

@@ -14,6 +14,7 @@ use chatlab_testdb::TestDb;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
 
+use crate::support::Writes;
 use crate::support::{NoBroker, command, seed_users};
 
 /// The round trips the session counted for `strategy` so far.
