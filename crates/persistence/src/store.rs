@@ -255,11 +255,13 @@ async fn create_chat_work(
         outbox_statement: false,
     };
     let trips_before = s.round_trips();
-    let outcome = match Transaction::of(plan.sending, shared, publishing.outbox_row()) {
-        Transaction::OnTheirOwn(own) => create_chat_on_its_own(s, command, mode, own)
-            .await
-            .map(Keyed::Fresh)
-            .map_err(TxError::Db),
+    let outcome = match Transaction::of(plan.sending, shared) {
+        Transaction::OnTheirOwn(own) => {
+            create_chat_on_its_own(s, command, mode, own, publishing.outbox_row())
+                .await
+                .map(Keyed::Fresh)
+                .map_err(TxError::Db)
+        }
         Transaction::OpenedByStore(sending) => {
             s.transaction(async |s| {
                 if let Some(key) = key
@@ -447,10 +449,10 @@ async fn send_message_work(
         key: key.is_some(),
         step_before_commit: publishing.has_step_before_commit(),
         // The guarded insert cannot carry the outbox row.
-        outbox_statement: publishing.outbox_row().is_some(),
+        outbox_statement: publishing.writes_outbox_row(),
     };
     let (inserted, inbox_rows) = if let Transaction::OnTheirOwn(_) =
-        Transaction::of(sending, shared, None)
+        Transaction::of(sending, shared)
     {
         // One statement that commits by itself.
         (s.execute(insert).await.map_err(query_err)?, 0)

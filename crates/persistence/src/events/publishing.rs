@@ -116,6 +116,11 @@ impl Publishing {
         self.outbox.clone()
     }
 
+    /// Whether the write has an outbox row to write.
+    pub(crate) fn writes_outbox_row(&self) -> bool {
+        self.outbox.is_some()
+    }
+
     /// The in-transaction step, placed last, just before COMMIT:
     /// `in_tx_await` then holds the connection for exactly one broker round
     /// trip, `in_tx_enqueue` hands over a record whose transaction can still

@@ -72,10 +72,11 @@ pub(crate) async fn create_chat_on_its_own(
     command: &CreateChat,
     mode: PublishMode,
     own: OnTheirOwn,
+    outbox: Option<InsertOutboxRow>,
 ) -> QueryResult<WriteCount> {
     match own {
-        OnTheirOwn::OneStatement(outbox) => create_chat_single(s, command, mode, outbox).await,
-        OnTheirOwn::OneFlight(outbox) => {
+        OnTheirOwn::OneStatement => create_chat_single(s, command, mode, outbox).await,
+        OnTheirOwn::OneFlight => {
             let pipelined = s
                 .pipelined_transaction(pipeline_statements(command, mode, outbox))
                 .await?;

@@ -11,8 +11,6 @@
 
 use chatlab_domain::Sending;
 
-use crate::queries::InsertOutboxRow;
-
 /// What a write must keep in its transaction besides its own statements.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Shared {
@@ -42,25 +40,24 @@ pub(crate) enum Transaction {
     OnTheirOwn(OnTheirOwn),
 }
 
-/// A write whose statements need no BEGIN from the store, with the event's
-/// outbox row among them when the mode writes one.
-#[derive(Debug)]
+/// A write whose statements need no BEGIN from the store; they carry the
+/// event's outbox row when the mode writes one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum OnTheirOwn {
     /// One statement: no transaction but its own (autocommit).
-    OneStatement(Option<InsertOutboxRow>),
+    OneStatement,
     /// One flight that carries its own BEGIN and COMMIT.
-    OneFlight(Option<InsertOutboxRow>),
+    OneFlight,
 }
 
 impl Transaction {
     /// The transaction of a write whose statements are sent `sending`,
-    /// with `shared` work, and the event's outbox row `outbox` (for the
-    /// statements to carry when nothing else shares their transaction).
-    pub(crate) fn of(sending: Sending, shared: Shared, outbox: Option<InsertOutboxRow>) -> Self {
+    /// with `shared` work.
+    pub(crate) fn of(sending: Sending, shared: Shared) -> Self {
         match (sending, shared.any()) {
             (Sending::OneByOne, _) | (_, true) => Self::OpenedByStore(sending),
-            (Sending::OneStatement, false) => Self::OnTheirOwn(OnTheirOwn::OneStatement(outbox)),
-            (Sending::OneFlight, false) => Self::OnTheirOwn(OnTheirOwn::OneFlight(outbox)),
+            (Sending::OneStatement, false) => Self::OnTheirOwn(OnTheirOwn::OneStatement),
+            (Sending::OneFlight, false) => Self::OnTheirOwn(OnTheirOwn::OneFlight),
         }
     }
 }
@@ -76,14 +73,14 @@ mod tests {
     #[test]
     fn one_by_one_is_always_the_store_s_and_sharing_makes_any_write_so() {
         let nothing = Shared::default();
-        assert!(opened(&Transaction::of(Sending::OneByOne, nothing, None)));
+        assert!(opened(&Transaction::of(Sending::OneByOne, nothing)));
         assert!(matches!(
-            Transaction::of(Sending::OneStatement, nothing, None),
-            Transaction::OnTheirOwn(OnTheirOwn::OneStatement(None))
+            Transaction::of(Sending::OneStatement, nothing),
+            Transaction::OnTheirOwn(OnTheirOwn::OneStatement)
         ));
         assert!(matches!(
-            Transaction::of(Sending::OneFlight, nothing, None),
-            Transaction::OnTheirOwn(OnTheirOwn::OneFlight(None))
+            Transaction::of(Sending::OneFlight, nothing),
+            Transaction::OnTheirOwn(OnTheirOwn::OneFlight)
         ));
         for shared in [
             Shared {
@@ -101,7 +98,7 @@ mod tests {
         ] {
             for sending in [Sending::OneByOne, Sending::OneStatement, Sending::OneFlight] {
                 assert!(
-                    opened(&Transaction::of(sending, shared, None)),
+                    opened(&Transaction::of(sending, shared)),
                     "{shared:?} {sending:?}"
                 );
             }
