@@ -11,11 +11,11 @@ use chrono::{DateTime, Utc};
 use chatlab_domain::RepositoryError;
 use chatlab_domain::audit::{AuditInput, AuditReport, SeenEvent, reconcile};
 use chatlab_kafka::topic_reader;
-use chatlab_persistence::pool_metrics::PoolMetrics;
+use chatlab_persistence::database::pool_metrics::PoolMetrics;
 use chatlab_persistence::{Database, DbConfig, Driver, PoolLayout, Pooling};
 
 use crate::config::Settings;
-use chatlab_persistence::audit::{committed_writes, receipts};
+use chatlab_persistence::events::audit::{committed_writes, receipts};
 
 /// How long reading the topic may take.
 const READ_TIMEOUT: Duration = Duration::from_secs(30);

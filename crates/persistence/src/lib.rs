@@ -27,14 +27,12 @@ mod spans;
 pub mod store;
 pub mod writes;
 
-// The paths the other crates have always used, kept stable.
-pub use database::{blocking_manager, pool_metrics};
-pub use events::{audit, outbox_relay, receipt_ledger};
-pub use writes::{idempotency, import_jobs, write_metrics};
-
+// The types every caller starts from, at the crate's root; everything
+// else by its one module path (`events::outbox_relay`, `database::pool_metrics`).
 pub use config::{DbConfig, Driver, PoolLayout, Pooling, Recycle, SessionSettings};
 pub use database::Database;
 pub use errors::PersistenceError;
-pub use reads::read_markers::{MarkerMetrics, MarkerWriter, ReadMarkers};
 pub use session::{DbSession, Executable, Pipelined};
-pub use store::{PgStore, SendRoute};
+pub use store::PgStore;
+pub use writes::read_markers::{MarkerMetrics, MarkerWriter, ReadMarkers};
+pub use writes::send_message::SendRoute;

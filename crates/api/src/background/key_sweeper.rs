@@ -2,7 +2,7 @@
 //! one retention's worth of keyed writes.
 
 use chatlab_persistence::PgStore;
-use chatlab_persistence::idempotency;
+use chatlab_persistence::writes::idempotency;
 
 use super::Periodic;
 

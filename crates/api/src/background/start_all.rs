@@ -8,8 +8,8 @@ use tokio::sync::mpsc;
 
 use chatlab_domain::{AckedEvent, ReadMarkerMode};
 use chatlab_kafka::KafkaPublisher;
-use chatlab_persistence::outbox_relay::{OutboxMetrics, OutboxRelay};
-use chatlab_persistence::receipt_ledger::{LedgerMetrics, ReceiptLedger};
+use chatlab_persistence::events::outbox_relay::{OutboxMetrics, OutboxRelay};
+use chatlab_persistence::events::receipt_ledger::{LedgerMetrics, ReceiptLedger};
 use chatlab_persistence::{MarkerWriter, PgStore};
 
 use super::Background;

@@ -31,8 +31,8 @@ use chatlab_domain::{
 use chatlab_kafka::KafkaConfig;
 use chatlab_persistence::Driver;
 use chatlab_persistence::config::default_pool_size;
-use chatlab_persistence::outbox_relay::RelaySettings;
-use chatlab_persistence::receipt_ledger::LedgerSettings;
+use chatlab_persistence::events::outbox_relay::RelaySettings;
+use chatlab_persistence::events::receipt_ledger::LedgerSettings;
 use chatlab_persistence::{DbConfig, SessionSettings};
 
 pub use declared::DeclaredSettings;

@@ -16,7 +16,7 @@ use prometheus_client::metrics::exemplar::HistogramWithExemplars;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::{Registry, Unit};
 
-use chatlab_persistence::pool_metrics::{TraceLabel, latency_buckets};
+use chatlab_persistence::database::pool_metrics::{TraceLabel, latency_buckets};
 
 use crate::http::limits::method_label;
 

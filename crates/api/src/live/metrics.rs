@@ -7,7 +7,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
-use chatlab_persistence::pool_metrics::latency_buckets;
+use chatlab_persistence::database::pool_metrics::latency_buckets;
 
 /// Label of the refused streams: which limit refused them (`user` or
 /// `instance`).

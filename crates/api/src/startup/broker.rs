@@ -9,7 +9,7 @@ use tokio::sync::mpsc;
 
 use chatlab_domain::AckedEvent;
 use chatlab_kafka::{EmbeddedBroker, EventMetrics, KafkaPublisher};
-use chatlab_persistence::receipt_ledger;
+use chatlab_persistence::events::receipt_ledger;
 
 use super::StartupError;
 use crate::config::Settings;

@@ -18,8 +18,8 @@ use uuid::Uuid;
 
 use chatlab_api::background::Background;
 use chatlab_domain::{AckedEvent, Event, EventPublisher, PublishError, PublishMode, Receipt};
-use chatlab_persistence::outbox_relay::{OutboxMetrics, OutboxRelay, RelaySettings};
-use chatlab_persistence::receipt_ledger::{LedgerMetrics, LedgerSettings, ReceiptLedger};
+use chatlab_persistence::events::outbox_relay::{OutboxMetrics, OutboxRelay, RelaySettings};
+use chatlab_persistence::events::receipt_ledger::{LedgerMetrics, LedgerSettings, ReceiptLedger};
 use chatlab_testdb::TestDb;
 
 /// Acknowledges every event at offset 0.

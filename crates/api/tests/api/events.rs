@@ -585,7 +585,7 @@ async fn the_audit_reconciles_a_fabricated_topic_and_table() {
     let source = chatlab_api::audit::AuditSource {
         db: chatlab_persistence::Database::new(
             &db.config(),
-            chatlab_persistence::pool_metrics::PoolMetrics::register(&mut registry),
+            chatlab_persistence::database::pool_metrics::PoolMetrics::register(&mut registry),
         ),
         bootstrap: brokers.clone(),
         topic: topic.clone(),

@@ -1,9 +1,10 @@
 //! Reads: the read queries here, each taking a session so callers can
-//! compose them; a member's read state, markers and unread counts
-//! ([`read_state`]), and the markers held between flushes ([`read_markers`]).
+//! compose them; the units of work on [`crate::store::PgStore`] that read
+//! a chat, its members and messages ([`chat_reads`]), and a member's read state
+//! and unread counts ([`read_state`]).
 
-pub(crate) mod read_markers;
-mod read_state;
+mod chat_reads;
+pub(crate) mod read_state;
 
 use std::collections::HashSet;
 

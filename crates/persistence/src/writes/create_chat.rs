@@ -1,237 +1,148 @@
-//! createChat's statements, and member rows as a [`RowSet`].
-//!
-//! Whose transaction createChat runs in is decided with every write's, in
-//! [`crate::writes::transaction`]: the store's ([`create_chat_statements`])
-//! or none but its statements' own ([`create_chat_on_its_own`]).
+//! createChat's unit of work: the chat row, its member rows and the system
+//! message in one transaction (or in its statements' own, as
+//! [`Transaction::of`] decides), the key's claim, and the event's steps
+//! around COMMIT. The statements themselves are [`super::chat_statements`].
 
-use std::ops::Range;
+use std::sync::Arc;
+use std::time::Duration;
 
-use chrono::{DateTime, Utc};
-use diesel::pg::PgConnection;
-use diesel::{ExecuteCopyFromDsl, QueryResult};
-use uuid::Uuid;
+use futures_util::FutureExt;
+use tracing::instrument;
 
-use chatlab_domain::{CreateChat, MessageKind, PublishMode, Sending, WritePlan};
-
-use crate::models::{ChatRow, MemberRow, MessageRow};
-use crate::queries::{
-    CreateChatSingle, CreateChatSingleWithOutbox, InsertMembersUnnest, InsertOutboxRow, SingleRows,
+use chatlab_domain::{
+    CreateChat, Event, InsertStrategy, KeyClaim, Keyed, PublishMode, RepositoryError,
 };
-use crate::schema::{chat_members, chats, messages};
-use crate::session::{DbSession, Executable, Pipelined};
-use crate::writes::row_writes::{RowSet, WriteCount, write_rows};
-use crate::writes::transaction::OnTheirOwn;
 
-/// A committed createChat's statements, rows and round trips (BEGIN and
-/// COMMIT included).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct ChatWrite {
-    pub count: WriteCount,
-    pub round_trips: u64,
+use crate::error_mapping::name_unknown_users;
+use crate::events::publishing::{Publishing, TxError};
+use crate::session::DbSession;
+use crate::store::PgStore;
+use crate::writes::chat_statements::{ChatWrite, create_chat_on_its_own, create_chat_statements};
+use crate::writes::idempotency::{self, Claimed};
+use crate::writes::transaction::{Shared, Transaction};
+
+/// What createChat's unit of work hands back: rows written and how long
+/// the connection was held, or why it failed.
+struct Written {
+    write: ChatWrite,
+    held: std::time::Duration,
 }
 
-/// The three steps of createChat inside the store's transaction (see
-/// [`Transaction`]): chat row, member rows, system message, sent `sending`:
-/// one by one, the members by the plan's [`chatlab_domain::RowsBy`]; as
-/// one statement that does all three; or as one flight without BEGIN and
-/// COMMIT of its own. The session counts the round trips.
-pub(crate) async fn create_chat_statements(
+/// createChat's unit of work: in the transaction the store opens, or in
+/// createChat's own statements, as [`Transaction::of`] decides from the
+/// strategy's plan and what must share the transaction; on a foreign-key
+/// violation, the query that names the unknown users. A keyed write claims
+/// its key first, inside the transaction, so even one statement or one
+/// flight takes the store's then. The round trips are the session's count
+/// over the work.
+async fn create_chat_work(
     s: &mut DbSession,
     command: &CreateChat,
-    plan: WritePlan,
-    mode: PublishMode,
-    sending: Sending,
-) -> QueryResult<WriteCount> {
-    match sending {
-        Sending::OneStatement => create_chat_single(s, command, mode, None).await,
-        Sending::OneFlight => {
-            let pipelined = s
-                .pipelined(pipeline_statements(command, mode, None))
-                .await?;
-            Ok(pipeline_write(&pipelined))
-        }
-        Sending::OneByOne => {
-            s.execute(diesel::insert_into(chats::table).values(chat_row(command, mode)))
-                .await?;
-            let written = write_rows(s, &Members::of(command), plan.rows).await?;
-            s.execute(diesel::insert_into(messages::table).values(system_message_row(command)))
-                .await?;
-            Ok(written.add(WriteCount {
-                statements: 2,
-                rows: 2,
-            }))
-        }
-    }
-}
-
-/// createChat with no BEGIN from the store ([`OnTheirOwn`]): one statement
-/// that commits by itself, or one flight from BEGIN to COMMIT, the event's
-/// outbox row among them when given.
-pub(crate) async fn create_chat_on_its_own(
-    s: &mut DbSession,
-    command: &CreateChat,
-    mode: PublishMode,
-    own: OnTheirOwn,
-    outbox: Option<InsertOutboxRow>,
-) -> QueryResult<WriteCount> {
-    match own {
-        OnTheirOwn::OneStatement => create_chat_single(s, command, mode, outbox).await,
-        OnTheirOwn::OneFlight => {
-            let pipelined = s
-                .pipelined_transaction(pipeline_statements(command, mode, outbox))
-                .await?;
-            Ok(pipeline_write(&pipelined))
-        }
-    }
-}
-
-/// The chat row of `command`.
-fn chat_row(command: &CreateChat, mode: PublishMode) -> ChatRow {
-    ChatRow {
-        id: command.chat_id.as_uuid(),
-        name: command.name.clone(),
-        creator_id: command.creator_id.as_uuid(),
-        created_at: command.created_at,
-        publish_mode: mode.as_str().to_owned(),
-    }
-}
-
-/// The "room created" system message of `command`.
-fn system_message_row(command: &CreateChat) -> MessageRow {
-    MessageRow {
-        id: command.system_message_id.as_uuid(),
-        chat_id: command.chat_id.as_uuid(),
-        sender_id: None,
-        kind: MessageKind::System.as_str().to_owned(),
-        body: command.system_message_body.to_owned(),
-        created_at: command.created_at,
-        // The system message has no event of its own.
-        publish_mode: PublishMode::Off.as_str().to_owned(),
-    }
-}
-
-/// `pipeline`'s statements: unnest's chat row, members and system message,
-/// and the event's outbox row when `outbox` is given.
-fn pipeline_statements(
-    command: &CreateChat,
-    mode: PublishMode,
-    outbox: Option<InsertOutboxRow>,
-) -> Vec<Executable> {
-    let mut statements = vec![
-        Executable::new(diesel::insert_into(chats::table).values(chat_row(command, mode))),
-        Members::of(command).insert_unnest(),
-        Executable::new(diesel::insert_into(messages::table).values(system_message_row(command))),
-    ];
-    statements.extend(outbox.map(Executable::new));
-    statements
-}
-
-/// What `pipeline`'s createChat sent: its three INSERTs and their rows
-/// (the outbox row, when there is one, is not a createChat row).
-fn pipeline_write(pipelined: &Pipelined) -> WriteCount {
-    WriteCount {
-        statements: 3,
-        rows: pipelined.rows.iter().take(3).map(|&n| n as u64).sum(),
-    }
-}
-
-/// createChat as one statement ([`CreateChatSingle`]), with the event's
-/// outbox row in it when `outbox` is given: one round trip. It runs inside
-/// the store's transaction or as a transaction by itself: all of it
-/// commits, or none.
-async fn create_chat_single(
-    s: &mut DbSession,
-    command: &CreateChat,
-    mode: PublishMode,
-    outbox: Option<InsertOutboxRow>,
-) -> QueryResult<WriteCount> {
-    let rows = SingleRows {
-        chat_id: command.chat_id.as_uuid(),
-        name: command.name.clone(),
-        creator_id: command.creator_id.as_uuid(),
-        created_at: command.created_at,
-        publish_mode: mode.as_str(),
-        member_ids: command.member_ids.iter().map(|id| id.as_uuid()).collect(),
-        system_message_id: command.system_message_id.as_uuid(),
-        system_message_kind: MessageKind::System.as_str(),
-        system_message_body: command.system_message_body,
-        // The system message has no event of its own.
-        system_message_mode: PublishMode::Off.as_str(),
+    route: CreateChatRoute,
+    publishing: &Publishing,
+    key: Option<&KeyClaim>,
+    retention: Duration,
+) -> Result<Keyed<Written>, RepositoryError> {
+    let CreateChatRoute { strategy, mode } = route;
+    let plan = strategy.plan();
+    let shared = Shared {
+        key: key.is_some(),
+        step_before_commit: publishing.has_step_before_commit(),
+        // createChat's statements carry the outbox row themselves.
+        outbox_statement: false,
     };
-    let members = rows.member_ids.len() as u64;
-    match outbox {
-        None => s.execute(CreateChatSingle { rows }).await?,
-        Some(outbox) => {
-            s.execute(CreateChatSingleWithOutbox { rows, outbox })
+    let trips_before = s.round_trips();
+    let outcome = match Transaction::of(plan.sending, shared) {
+        Transaction::OnTheirOwn(own) => {
+            create_chat_on_its_own(s, command, mode, own, publishing.outbox_row())
+                .await
+                .map(Keyed::Fresh)
+                .map_err(TxError::Db)
+        }
+        Transaction::OpenedByStore(sending) => {
+            s.transaction(async |s| {
+                if let Some(key) = key
+                    && let Claimed::Replay(response) = idempotency::claim(s, key, retention).await?
+                {
+                    return Ok(Keyed::Replayed(response));
+                }
+                let count = create_chat_statements(s, command, plan, mode, sending).await?;
+                publishing.before_commit(s).await?;
+                Ok::<_, TxError>(Keyed::Fresh(count))
+            })
+            .await
+        }
+    };
+    let round_trips = s.round_trips() - trips_before;
+    match outcome {
+        Ok(Keyed::Fresh(count)) => Ok(Keyed::Fresh(Written {
+            write: ChatWrite { count, round_trips },
+            held: s.held_for(),
+        })),
+        Ok(Keyed::Replayed(response)) => Ok(Keyed::Replayed(response)),
+        // An unknown creator or member: the transaction rolled back, so
+        // nothing is written; say which ids are unknown.
+        Err(TxError::Db(e)) => Err(name_unknown_users(s, &command.member_ids, e).await),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The insert strategy and publish mode of one write.
+#[derive(Debug, Clone, Copy)]
+struct CreateChatRoute {
+    strategy: InsertStrategy,
+    mode: PublishMode,
+}
+
+impl PgStore {
+    /// createChat: the chat row, its member rows (by `strategy`) and the
+    /// "room created" system message, in one transaction, with its
+    /// `chat.created` event published by `mode`. Unknown member ids answer
+    /// `UnknownUsers` listing every one of them, and nothing is written.
+    /// The answer is the caller's to build (`ChatCreated::of` the command),
+    /// once. Under an idempotency key (`key`) the key is claimed in the
+    /// same transaction, so a request repeated under it answers
+    /// [`Keyed::Replayed`] with the first response, and writes and
+    /// publishes nothing.
+    #[instrument(name = "create_chat", skip_all, fields(
+        chat_id = %command.chat_id,
+        strategy = strategy.as_str(),
+        publish_mode = mode.as_str(),
+        members = command.member_ids.len(),
+    ))]
+    pub async fn create_chat_keyed(
+        &self,
+        command: CreateChat,
+        strategy: InsertStrategy,
+        mode: PublishMode,
+        key: Option<KeyClaim>,
+    ) -> Result<Keyed<()>, RepositoryError> {
+        let publishing = self.publishing(mode, || {
+            Event::chat_created(&command, mode)
+                .with_trace_parent(chatlab_telemetry::current_traceparent())
+        })?;
+        let command = Arc::new(command);
+        let retention = self.key_retention;
+        let written = {
+            let (command, publishing) = (command.clone(), publishing.clone());
+            let route = CreateChatRoute { strategy, mode };
+            self.db
+                .run(move |s| {
+                    async move {
+                        create_chat_work(s, &command, route, &publishing, key.as_ref(), retention)
+                            .await
+                    }
+                    .boxed()
+                })
                 .await?
-        }
-    };
-    // The statement inserts every member or fails: the count it reports is
-    // the system message's row.
-    Ok(WriteCount {
-        statements: 1,
-        rows: members + 2,
-    })
-}
-
-/// Member rows of one chat, joined at one time; the ids must be distinct
-/// (the domain collapses duplicates).
-pub(crate) struct Members {
-    pub chat_id: Uuid,
-    pub joined_at: DateTime<Utc>,
-    pub user_ids: Vec<Uuid>,
-}
-
-impl Members {
-    /// createChat's member rows.
-    fn of(command: &CreateChat) -> Self {
-        Self {
-            chat_id: command.chat_id.as_uuid(),
-            joined_at: command.created_at,
-            user_ids: command.member_ids.iter().map(|id| id.as_uuid()).collect(),
-        }
-    }
-
-    fn row(&self, i: usize) -> MemberRow {
-        MemberRow {
-            chat_id: self.chat_id,
-            user_id: self.user_ids[i],
-            joined_at: self.joined_at,
-        }
-    }
-
-    fn rows(&self, range: Range<usize>) -> Vec<MemberRow> {
-        range.map(|i| self.row(i)).collect()
-    }
-}
-
-impl RowSet for Members {
-    const TABLE: &'static str = "chat_members";
-    const COLUMNS: usize = 3;
-
-    fn len(&self) -> usize {
-        self.user_ids.len()
-    }
-
-    fn insert_one(&self, i: usize) -> Executable {
-        Executable::new(diesel::insert_into(chat_members::table).values(self.row(i)))
-    }
-
-    fn insert_values(&self, range: Range<usize>) -> Executable {
-        Executable::new(diesel::insert_into(chat_members::table).values(self.rows(range)))
-    }
-
-    fn insert_unnest(&self) -> Executable {
-        Executable::new(InsertMembersUnnest {
-            chat_id: self.chat_id,
-            joined_at: self.joined_at,
-            user_ids: self.user_ids.clone(),
-        })
-    }
-
-    fn copy(&self, c: &mut PgConnection) -> QueryResult<usize> {
-        diesel::copy_from(chat_members::table)
-            .from_insertable(self.rows(0..self.len()))
-            .execute(c)
+        };
+        let written = match written {
+            Keyed::Fresh(written) => written,
+            Keyed::Replayed(response) => return Ok(Keyed::Replayed(response)),
+        };
+        self.writes
+            .record(strategy, mode, written.write, written.held);
+        publishing.after_commit().await;
+        Ok(Keyed::Fresh(()))
     }
 }

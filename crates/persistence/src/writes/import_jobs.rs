@@ -30,7 +30,7 @@ use crate::reads;
 use crate::schema::{chat_members, chats, messages};
 use crate::session::{DbSession, Executable};
 use crate::store::PgStore;
-use crate::writes::create_chat::Members;
+use crate::writes::chat_statements::Members;
 use crate::writes::idempotency::{self, Claimed};
 use crate::writes::row_writes::{RowSet, WriteCount, write_rows};
 use crate::writes::write_metrics::ImportKind;

@@ -27,7 +27,7 @@ use crate::reads;
 use crate::schema::{chat_members, chats, inbox, messages};
 use crate::session::DbSession;
 use crate::store::PgStore;
-use crate::writes::create_chat::Members;
+use crate::writes::chat_statements::Members;
 use crate::writes::idempotency::{self, Claimed};
 use crate::writes::row_writes::write_rows;
 

@@ -224,7 +224,7 @@ impl WriteMetrics {
         &self,
         strategy: InsertStrategy,
         mode: PublishMode,
-        write: crate::writes::create_chat::ChatWrite,
+        write: crate::writes::chat_statements::ChatWrite,
         held: Duration,
     ) {
         self.connection_hold

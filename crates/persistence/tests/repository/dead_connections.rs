@@ -13,7 +13,7 @@ use diesel_async::RunQueryDsl;
 use futures_util::FutureExt as _;
 use prometheus_client::registry::Registry;
 
-use chatlab_persistence::pool_metrics::PoolMetrics;
+use chatlab_persistence::database::pool_metrics::PoolMetrics;
 use chatlab_persistence::{Database, DbConfig, Driver, PersistenceError, Recycle};
 use chatlab_testdb::TestDb;
 

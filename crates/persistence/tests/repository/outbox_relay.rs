@@ -15,7 +15,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use uuid::Uuid;
 
 use chatlab_domain::{Event, EventPayload, EventPublisher, PublishError, PublishMode, Receipt};
-use chatlab_persistence::outbox_relay::{
+use chatlab_persistence::events::outbox_relay::{
     CLAIM_SQL, OutboxMetrics, OutboxRelay, RelaySettings, UNREADABLE_ATTEMPTS,
 };
 use chatlab_persistence::schema::outbox;

@@ -13,7 +13,7 @@ use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
 use tokio::sync::{mpsc, oneshot};
 
-use chatlab_persistence::pool_metrics::PoolMetrics;
+use chatlab_persistence::database::pool_metrics::PoolMetrics;
 use chatlab_persistence::{Database, DbConfig, Driver, PersistenceError, PoolLayout};
 use chatlab_testdb::TestDb;
 

@@ -6,7 +6,7 @@ use actix_web::{HttpResponse, post, web};
 use chatlab_domain::{
     ChatId, ImportMembers, ImportMessages, ImportReport, Keyed, NewImportedMessage, UserId,
 };
-use chatlab_persistence::idempotency;
+use chatlab_persistence::writes::idempotency;
 
 use crate::dto::{ImportMembersRequest, ImportMessagesRequest, ImportResponse};
 use crate::routes::responses::{NotJson, Unauthenticated};
