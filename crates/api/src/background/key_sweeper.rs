@@ -4,7 +4,7 @@
 use chatlab_persistence::PgStore;
 use chatlab_persistence::writes::idempotency;
 
-use super::Periodic;
+use super::{Next, Worker};
 
 /// Deletes the keys older than the store's retention, each period
 /// (`CHATLAB_IDEMPOTENCY_SWEEP_SECS`); the first sweep runs at startup, so
@@ -15,12 +15,13 @@ pub struct KeySweeper {
     pub store: PgStore,
 }
 
-impl Periodic for KeySweeper {
-    async fn run(&mut self) {
+impl Worker for KeySweeper {
+    async fn run(&mut self) -> Next {
         match idempotency::sweep(self.store.db(), self.store.key_retention()).await {
             Ok(0) => {}
             Ok(deleted) => tracing::info!(deleted, "expired idempotency keys deleted"),
             Err(e) => tracing::warn!(error = %e, "idempotency key sweep failed; next one retries"),
         }
+        Next::Period
     }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use chatlab_persistence::MarkerWriter;
 
-use super::Periodic;
+use super::{Next, Worker};
 
 /// Attempts of the last flush at shutdown before the held markers are
 /// given up (and logged as lost).
@@ -23,12 +23,13 @@ pub struct MarkerWrites {
     pub every: Duration,
 }
 
-impl Periodic for MarkerWrites {
-    async fn run(&mut self) {
+impl Worker for MarkerWrites {
+    async fn run(&mut self) -> Next {
         if let Err(e) = self.writer.flush().await {
             tracing::warn!(error = %e, held = self.writer.markers().held(),
                 "read marker flush failed; the next one retries");
         }
+        Next::Period
     }
 
     async fn finish(mut self) {

@@ -15,8 +15,10 @@
 
 pub mod key_sweeper;
 pub mod marker_writer;
-mod periodic;
+pub mod outbox_relay;
+pub mod receipt_ledger;
 mod start_all;
+mod worker;
 
 use std::future::Future;
 use std::time::Duration;
@@ -24,11 +26,11 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-pub use periodic::Periodic;
 pub use start_all::{Inputs, start_all};
+pub use worker::{Next, Worker};
 
 /// A running worker, named for the log.
-struct Worker {
+struct Running {
     name: &'static str,
     task: JoinHandle<()>,
 }
@@ -38,13 +40,13 @@ struct Worker {
 pub struct Background {
     first: CancellationToken,
     last: CancellationToken,
-    first_stage: Vec<Worker>,
-    last_stage: Vec<Worker>,
+    first_stage: Vec<Running>,
+    last_stage: Vec<Running>,
 }
 
 impl std::fmt::Debug for Background {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let names = |stage: &[Worker]| stage.iter().map(|w| w.name).collect::<Vec<_>>();
+        let names = |stage: &[Running]| stage.iter().map(|w| w.name).collect::<Vec<_>>();
         f.debug_struct("Background")
             .field("first_stage", &names(&self.first_stage))
             .field("last_stage", &names(&self.last_stage))
@@ -66,13 +68,19 @@ impl Background {
         spawn: impl FnOnce(CancellationToken) -> JoinHandle<()>,
     ) {
         let task = spawn(self.first.child_token());
-        self.first_stage.push(Worker { name, task });
+        self.first_stage.push(Running { name, task });
     }
 
-    /// Starts a first-stage worker that runs `job` at once and then every
-    /// `period`, and finishes it when the workers stop.
-    pub fn every(&mut self, name: &'static str, period: Duration, job: impl Periodic) {
-        self.start(name, |stop| periodic::spawn(period, job, stop));
+    /// Starts a first-stage worker that runs `job` at once and then as
+    /// each run asks (see [`Worker`]), `period` apart when idle, and
+    /// finishes it when the workers stop.
+    pub fn run(&mut self, name: &'static str, period: Duration, job: impl Worker) {
+        self.start(name, |stop| worker::spawn(period, job, stop));
+    }
+
+    /// As [`Self::run`], in the last stage (see [`Self::start_last`]).
+    pub fn run_last(&mut self, name: &'static str, period: Duration, job: impl Worker) {
+        self.start_last(name, |stop| worker::spawn(period, job, stop));
     }
 
     /// Starts a worker that stops last, after the flush given to
@@ -83,7 +91,7 @@ impl Background {
         spawn: impl FnOnce(CancellationToken) -> JoinHandle<()>,
     ) {
         let task = spawn(self.last.child_token());
-        self.last_stage.push(Worker { name, task });
+        self.last_stage.push(Running { name, task });
     }
 
     /// Stops every worker: cancels the first stage and waits for it, runs
@@ -105,8 +113,8 @@ impl Drop for Background {
     }
 }
 
-async fn join(workers: Vec<Worker>) {
-    for Worker { name, task } in workers {
+async fn join(workers: Vec<Running>) {
+    for Running { name, task } in workers {
         if let Err(e) = task.await {
             tracing::warn!(worker = name, error = %e, "background worker ended abnormally");
         }

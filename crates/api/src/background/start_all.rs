@@ -1,5 +1,7 @@
-//! Which workers a server runs, all started here in one shape: the order
-//! of this function is the order they start in.
+//! Which workers a server runs, all started here: the order of this
+//! function is the order they start in. The jobs (the relay, the ledger,
+//! the sweeper, the marker writer) run in one shape ([`super::Worker`]);
+//! the live tail and its fan-out follow a stream until it ends.
 
 use std::sync::Arc;
 
@@ -15,6 +17,8 @@ use chatlab_persistence::{MarkerWriter, PgStore};
 use super::Background;
 use super::key_sweeper::KeySweeper;
 use super::marker_writer::MarkerWrites;
+use super::outbox_relay::Relay;
+use super::receipt_ledger::Receipts;
 use crate::config::Settings;
 use crate::live::Live;
 
@@ -62,11 +66,11 @@ pub async fn start_all(inputs: Inputs<'_>, registry: &mut Registry) -> Backgroun
         LedgerMetrics::register(registry),
         settings.ledger.clone(),
     );
-    workers.start_last("receipt ledger", |stop| ledger.spawn(stop));
+    workers.run_last("receipt ledger", ledger.flush_interval(), Receipts(ledger));
     let sweeper = KeySweeper {
         store: store.clone(),
     };
-    workers.every(
+    workers.run(
         "idempotency key sweeper",
         settings.writes.idempotency_sweep_every,
         sweeper,
@@ -82,7 +86,7 @@ pub async fn start_all(inputs: Inputs<'_>, registry: &mut Registry) -> Backgroun
             ),
             every: settings.writes.read_marker_flush,
         };
-        workers.every("read marker writer", writes.every, writes);
+        workers.run("read marker writer", writes.every, writes);
     }
     start_live(&mut workers, settings, bootstrap, live).await;
     let relay = OutboxRelay::new(
@@ -93,7 +97,7 @@ pub async fn start_all(inputs: Inputs<'_>, registry: &mut Registry) -> Backgroun
         OutboxMetrics::register(registry),
         settings.outbox.clone(),
     );
-    workers.start("outbox relay", |stop| relay.spawn(stop));
+    workers.run("outbox relay", relay.poll_interval(), Relay::new(relay));
     workers
 }
 

@@ -17,6 +17,8 @@ use tokio::sync::{Notify, mpsc};
 use uuid::Uuid;
 
 use chatlab_api::background::Background;
+use chatlab_api::background::outbox_relay::Relay;
+use chatlab_api::background::receipt_ledger::Receipts;
 use chatlab_domain::{AckedEvent, Event, EventPublisher, PublishError, PublishMode, Receipt};
 use chatlab_persistence::events::outbox_relay::{OutboxMetrics, OutboxRelay, RelaySettings};
 use chatlab_persistence::events::receipt_ledger::{LedgerMetrics, LedgerSettings, ReceiptLedger};
@@ -94,8 +96,8 @@ async fn dropping_the_owner_stops_the_relay_and_the_ledger_and_closes_their_conn
         LedgerSettings::for_topic("background-test"),
     );
     let mut background = Background::new();
-    background.start("outbox relay", |stop| relay.spawn(stop));
-    background.start_last("receipt ledger", |stop| ledger.spawn(stop));
+    background.run("outbox relay", relay.poll_interval(), Relay::new(relay));
+    background.run_last("receipt ledger", ledger.flush_interval(), Receipts(ledger));
     // A receipt, so the ledger connects to write it.
     receipts
         .send(AckedEvent {

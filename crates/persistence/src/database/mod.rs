@@ -20,6 +20,7 @@
 pub(crate) mod async_home;
 pub mod blocking_manager;
 pub(crate) mod connect_failures;
+pub mod dedicated;
 pub mod pool_metrics;
 mod pooled_async;
 mod pooled_blocking;

@@ -27,14 +27,16 @@
 //! duplicates, never losses (consumers dedupe on `event_id`).
 //!
 //! The relay wakes when this process commits an outbox row, and polls every
-//! `poll_interval` for rows written by other instances. On shutdown it
-//! finishes the batch in hand and stops, however long the backlog.
-//! Retention deletes published rows in bounded batches and counts failures.
+//! `poll_interval` for rows written by other instances; the server's
+//! background workers run it (`api/background/outbox_relay.rs`), one batch
+//! a run, so on shutdown it finishes the batch in hand and stops, however
+//! long the backlog. Its connection is its own ([`Dedicated`]: reopened
+//! after a failure, with a growing backoff). Retention deletes published
+//! rows in bounded batches and counts failures.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, Utc};
 use diesel::QueryableByName;
 use diesel::sql_types::{Array, BigInt, Double, Nullable, Text};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
@@ -42,16 +44,15 @@ use futures_util::future::join_all;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Registry, Unit};
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::SecretString;
 use std::sync::atomic::AtomicU64;
 use tokio::sync::Notify;
-use tokio_util::sync::CancellationToken;
-use tracing::{Instrument as _, debug, info, warn};
+use tracing::{Instrument as _, debug, warn};
 
 use chatlab_domain::{Event, EventPublisher, PublishError, PublishMode};
 
 use crate::config::SessionSettings;
-use crate::database::session_settings::{Setup, connect};
+use crate::database::dedicated::{Chore, Dedicated, cutoff, delete_in_batches};
 use crate::queries::RELAY_LOCK_CLASS;
 
 /// How the relay runs.
@@ -134,15 +135,28 @@ impl OutboxMetrics {
     }
 }
 
-/// The relay of one process.
+/// The relay of one process: run by the server's background workers,
+/// one [`Self::relay_once`] at a time.
 pub struct OutboxRelay {
-    url: SecretString,
-    setup: Setup,
-    publisher: Arc<dyn EventPublisher>,
+    conn: Dedicated,
+    work: RelayWork,
     wakeup: Arc<Notify>,
+    /// When the backlog was last sampled (none yet: an instant a second
+    /// before now does not exist in a process started within a second of
+    /// boot).
+    sampled: Option<Instant>,
+    retention: Chore,
+}
+
+/// What a batch needs besides the connection.
+struct RelayWork {
+    publisher: Arc<dyn EventPublisher>,
     metrics: OutboxMetrics,
     settings: RelaySettings,
 }
+
+/// How often published rows past retention are deleted.
+const RETENTION_EVERY: Duration = Duration::from_secs(60);
 
 #[derive(QueryableByName)]
 struct Claimed {
@@ -280,6 +294,10 @@ pub const UNREADABLE_ATTEMPTS: i32 = 5;
 /// Published rows deleted per statement by retention.
 const RETENTION_BATCH: i64 = 5_000;
 
+/// Deletes up to `$2` published rows older than `$1`.
+const RETENTION_SQL: &str = "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox \
+     WHERE published_at IS NOT NULL AND published_at < $1 LIMIT $2)";
+
 /// The span of one relay batch's sends: a trace of its own (no request
 /// waits for it), linked to the request of every event it carries, whose
 /// traces the records themselves continue.
@@ -312,98 +330,84 @@ impl OutboxRelay {
         metrics: OutboxMetrics,
         settings: RelaySettings,
     ) -> Self {
-        let mut session = session.clone();
-        session.application_name = format!("{}-outbox-relay", session.application_name);
         Self {
-            url,
-            setup: Setup::of(&session),
-            publisher,
+            conn: Dedicated::new(url, session, "outbox-relay", settings.retry_backoff),
+            work: RelayWork {
+                publisher,
+                metrics,
+                settings,
+            },
             wakeup,
-            metrics,
-            settings,
+            sampled: None,
+            retention: Chore::every(RETENTION_EVERY),
         }
     }
 
-    /// Runs until `stop` is cancelled, then finishes the batch in hand.
-    pub fn spawn(self, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
-        tokio::spawn(async move {
-            let mut conn: Option<AsyncPgConnection> = None;
-            // None until the first sample: an instant a minute before now
-            // does not exist in a process started within a minute of boot.
-            let mut last_sample: Option<Instant> = None;
-            let mut last_cleanup = Instant::now();
-            info!(
-                batch_size = self.settings.batch_size,
-                "outbox relay started"
-            );
-            while !stop.is_cancelled() {
-                let c = match conn.as_mut() {
-                    Some(c) => c,
-                    None => match connect(self.url.expose_secret(), &self.setup).await {
-                        Ok(c) => conn.insert(c),
-                        Err(e) => {
-                            warn!(error = %e, "outbox relay cannot connect; retrying");
-                            self.pause(&stop, self.settings.retry_backoff).await;
-                            continue;
-                        }
-                    },
-                };
-                let outcome = self.drain(c, &stop).await;
-                if last_sample.is_none_or(|at| at.elapsed() >= Duration::from_secs(1)) {
-                    self.sample_backlog(c).await;
-                    last_sample = Some(Instant::now());
-                }
-                if last_cleanup.elapsed() >= Duration::from_secs(60) {
-                    self.delete_published(c).await;
-                    last_cleanup = Instant::now();
-                }
-                match outcome {
-                    Ok(outcome) if outcome.failed == 0 => {
-                        tokio::select! {
-                            _ = self.wakeup.notified() => {}
-                            _ = tokio::time::sleep(self.settings.poll_interval) => {}
-                            _ = stop.cancelled() => {}
-                        }
-                    }
-                    Ok(_) => self.pause(&stop, self.settings.retry_backoff).await,
-                    Err(e) => {
-                        warn!(error = %e, "outbox relay batch failed; reconnecting");
-                        conn = None;
-                        self.pause(&stop, self.settings.retry_backoff).await;
-                    }
-                }
+    /// What wakes it before its poll interval is up: this process
+    /// committing an outbox row.
+    pub fn wakeup(&self) -> Arc<Notify> {
+        self.wakeup.clone()
+    }
+
+    /// How often it looks for rows other instances wrote.
+    pub fn poll_interval(&self) -> Duration {
+        self.work.settings.poll_interval
+    }
+
+    /// Relays one batch on its connection (opened first if need be), then
+    /// samples the backlog (at most once a second) and deletes published
+    /// rows past retention (once a minute). Answers whether more rows may
+    /// be waiting, or how long to wait before trying again.
+    pub async fn relay_once(&mut self) -> Relayed {
+        let conn = match self.conn.get().await {
+            Ok(conn) => conn,
+            Err(e) => {
+                warn!(error = %e, "outbox relay cannot connect; retrying");
+                return Relayed::Failed(self.conn.backoff());
             }
-            info!("outbox relay stopped");
-        })
-    }
-
-    async fn pause(&self, stop: &CancellationToken, d: Duration) {
-        tokio::select! {
-            _ = tokio::time::sleep(d) => {}
-            _ = stop.cancelled() => {}
-        }
-    }
-
-    /// Publishes batches until the outbox is empty, a batch fails, or
-    /// shutdown is asked for (the batch in hand is finished first).
-    async fn drain(
-        &self,
-        conn: &mut AsyncPgConnection,
-        stop: &CancellationToken,
-    ) -> diesel::QueryResult<BatchOutcome> {
-        let mut total = BatchOutcome::default();
-        loop {
-            let outcome = self.relay_batch(conn).await?;
-            total.published += outcome.published;
-            total.failed += outcome.failed;
-            total.dead += outcome.dead;
-            let full = ((outcome.published + outcome.dead) as i64) >= self.settings.batch_size;
-            if outcome.failed > 0 || !full || stop.is_cancelled() {
-                return Ok(total);
+        };
+        let outcome = match self.work.relay_batch(conn).await {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                warn!(error = %e, "outbox relay batch failed; reconnecting");
+                self.conn.lost();
+                return Relayed::Failed(self.conn.backoff());
             }
+        };
+        if self
+            .sampled
+            .is_none_or(|at| at.elapsed() >= Duration::from_secs(1))
+        {
+            self.work.sample_backlog(conn).await;
+            self.sampled = Some(Instant::now());
+        }
+        if self.retention.due() {
+            self.work.delete_published(conn).await;
+        }
+        self.conn.worked();
+        let full = ((outcome.published + outcome.dead) as i64) >= self.work.settings.batch_size;
+        if outcome.failed > 0 {
+            Relayed::Failed(self.work.settings.retry_backoff)
+        } else if full {
+            Relayed::More
+        } else {
+            Relayed::Drained
         }
     }
+}
 
+/// What one [`OutboxRelay::relay_once`] left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Relayed {
+    /// A full batch went out: more rows may be waiting.
+    More,
+    /// Fewer than a batch: the outbox is drained for now.
+    Drained,
+    /// Rows or the connection failed: try again after this long.
+    Failed(Duration),
+}
+
+impl RelayWork {
     /// Claims, publishes and marks one batch.
     async fn relay_batch(&self, conn: &mut AsyncPgConnection) -> diesel::QueryResult<BatchOutcome> {
         let publisher = self.publisher.as_ref();
@@ -482,35 +486,17 @@ impl OutboxRelay {
         }
     }
 
-    /// Deletes published rows past retention, a bounded batch per
-    /// statement (an unbounded DELETE after a long outage would hold its
-    /// locks and bloat the WAL in one go), at most 100 batches a call.
+    /// Deletes published rows past retention, in bounded batches
+    /// ([`delete_in_batches`]); a failure is counted and logged, and the
+    /// next minute tries again.
     async fn delete_published(&self, conn: &mut AsyncPgConnection) {
-        let cutoff: DateTime<Utc> = Utc::now()
-            - chrono::Duration::from_std(self.settings.retention)
-                .unwrap_or(chrono::Duration::zero());
-        for _ in 0..100 {
-            let deleted = diesel::sql_query(
-                "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox \
-                 WHERE published_at IS NOT NULL AND published_at < $1 LIMIT $2)",
-            )
-            .bind::<diesel::sql_types::Timestamptz, _>(cutoff)
-            .bind::<BigInt, _>(RETENTION_BATCH)
-            .execute(conn)
-            .await;
-            match deleted {
-                Ok(n) if n > 0 => {
-                    debug!(deleted = n, "published outbox rows past retention deleted");
-                    if (n as i64) < RETENTION_BATCH {
-                        return;
-                    }
-                }
-                Ok(_) => return,
-                Err(e) => {
-                    self.metrics.retention_failures.inc();
-                    warn!(error = %e, "deleting published outbox rows past retention failed");
-                    return;
-                }
+        let cutoff = cutoff(self.settings.retention);
+        match delete_in_batches(conn, RETENTION_SQL, cutoff, RETENTION_BATCH).await {
+            Ok(0) => {}
+            Ok(n) => debug!(deleted = n, "published outbox rows past retention deleted"),
+            Err(e) => {
+                self.metrics.retention_failures.inc();
+                warn!(error = %e, "deleting published outbox rows past retention failed");
             }
         }
     }

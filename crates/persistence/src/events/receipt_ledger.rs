@@ -5,8 +5,9 @@
 //!
 //! The publisher hands receipts over a bounded channel and never waits (a
 //! full channel drops the receipt and counts it); the ledger writes them in
-//! batches, one multi-row INSERT per flush, on a connection of its own, so
-//! neither the request pool nor any transaction pays for it. A failed write
+//! batches, one multi-row INSERT per flush, on a connection of its own
+//! ([`Dedicated`]), so neither the request pool nor any transaction pays
+//! for it. A failed write
 //! keeps the batch and tries again; receipts past `max_buffered` are
 //! dropped and counted. Receipts older than `retention` are deleted in
 //! bounded batches.
@@ -18,16 +19,15 @@ use diesel::sql_types::{Array, BigInt, Integer, Text, Timestamptz, Uuid as SqlUu
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::registry::Registry;
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::SecretString;
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, warn};
+use tracing::{debug, warn};
 use uuid::Uuid;
 
 use chatlab_domain::AckedEvent;
 
 use crate::config::SessionSettings;
-use crate::database::session_settings::{Setup, connect};
+use crate::database::dedicated::{Chore, Dedicated, cutoff, delete_in_batches};
 
 /// How the ledger runs.
 #[derive(Debug, Clone)]
@@ -95,13 +95,19 @@ impl LedgerMetrics {
     }
 }
 
-/// The ledger of one process.
+/// The ledger of one process: run by the server's background workers
+/// (`api/background/receipt_ledger.rs`), which call [`Self::receive`] and
+/// [`Self::write_received`] in turn and [`Self::close`] at the end.
 pub struct ReceiptLedger {
-    url: SecretString,
-    setup: Setup,
+    conn: Dedicated,
     receipts: mpsc::Receiver<AckedEvent>,
+    /// Received, not yet written.
+    buffer: Vec<AckedEvent>,
+    /// Whether any sender is left.
+    open: bool,
     metrics: LedgerMetrics,
     settings: LedgerSettings,
+    retention: Chore,
 }
 
 const INSERT_SQL: &str = "INSERT INTO event_receipts \
@@ -110,8 +116,21 @@ const INSERT_SQL: &str = "INSERT INTO event_receipts \
      FROM unnest($1::uuid[], $2::uuid[], $3::text[], $5::int4[], $6::int8[], $7::timestamptz[]) \
      AS r(e, s, m, p, o, t)";
 
-const DELETE_SQL: &str = "DELETE FROM event_receipts WHERE id IN \
-     (SELECT id FROM event_receipts WHERE recorded_at < $1 LIMIT 10000)";
+/// Deletes up to `$2` receipts recorded before `$1`.
+const RETENTION_SQL: &str = "DELETE FROM event_receipts WHERE id IN \
+     (SELECT id FROM event_receipts WHERE recorded_at < $1 LIMIT $2)";
+
+/// Receipts deleted per statement by retention.
+const RETENTION_BATCH: i64 = 10_000;
+
+/// How often receipts past retention are deleted.
+const RETENTION_EVERY: Duration = Duration::from_secs(60);
+
+/// How long [`ReceiptLedger::close`] keeps trying to write what it holds.
+const LAST_WRITE_WINDOW: Duration = Duration::from_secs(5);
+
+/// The pause between [`ReceiptLedger::close`]'s attempts.
+const LAST_WRITE_PAUSE: Duration = Duration::from_millis(200);
 
 impl ReceiptLedger {
     /// A ledger on its own connection to `url`, reading `receipts`.
@@ -122,123 +141,128 @@ impl ReceiptLedger {
         metrics: LedgerMetrics,
         settings: LedgerSettings,
     ) -> Self {
-        let mut session = session.clone();
-        session.application_name = format!("{}-receipt-ledger", session.application_name);
         Self {
-            url,
-            setup: Setup::of(&session),
+            conn: Dedicated::new(url, session, "receipt-ledger", settings.flush_interval),
             receipts,
+            buffer: Vec::new(),
+            open: true,
             metrics,
             settings,
+            retention: Chore::every(RETENTION_EVERY),
         }
     }
 
-    /// Runs until `stop` is cancelled (or every sender is gone), then
-    /// writes what it holds, trying for up to five seconds.
-    pub fn spawn(mut self, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
-        tokio::spawn(async move {
-            let mut conn: Option<AsyncPgConnection> = None;
-            let mut buffer: Vec<AckedEvent> = Vec::new();
-            let mut last_cleanup = Instant::now();
-            let mut open = true;
-            info!(topic = %self.settings.topic, "receipt ledger started");
-            while open && !stop.is_cancelled() {
-                tokio::select! {
-                    n = self.receipts.recv_many(&mut buffer, self.settings.batch_size) => {
-                        open = n > 0;
-                    }
-                    _ = tokio::time::sleep(self.settings.flush_interval) => {}
-                    _ = stop.cancelled() => {}
-                }
-                // Take what else is already queued, then write.
-                while buffer.len() < self.settings.max_buffered {
-                    match self.receipts.try_recv() {
-                        Ok(r) => buffer.push(r),
-                        Err(_) => break,
-                    }
-                }
-                self.write(&mut conn, &mut buffer).await;
-                if last_cleanup.elapsed() >= Duration::from_secs(60) {
-                    if let Some(c) = conn.as_mut() {
-                        self.delete_expired(c).await;
-                    }
-                    last_cleanup = Instant::now();
-                }
-            }
-            // Shutdown: what is queued still counts.
-            self.receipts.close();
-            while let Some(r) = self.receipts.recv().await {
-                buffer.push(r);
-            }
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while !buffer.is_empty() && Instant::now() < deadline {
-                self.write(&mut conn, &mut buffer).await;
-                if !buffer.is_empty() {
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-            }
-            if !buffer.is_empty() {
-                self.metrics.dropped.inc_by(buffer.len() as u64);
-                warn!(
-                    receipts = buffer.len(),
-                    "receipt ledger stopped with receipts it could not write"
-                );
-            }
-            info!("receipt ledger stopped");
-        })
+    /// How often it writes what it received, at least.
+    pub fn flush_interval(&self) -> Duration {
+        self.settings.flush_interval
     }
 
-    /// Writes `buffer` in batches; keeps what could not be written (up to
-    /// `max_buffered`, the oldest dropped first).
-    async fn write(&self, conn: &mut Option<AsyncPgConnection>, buffer: &mut Vec<AckedEvent>) {
-        while !buffer.is_empty() {
-            let c = match conn.as_mut() {
-                Some(c) => c,
-                None => match connect(self.url.expose_secret(), &self.setup).await {
-                    Ok(c) => conn.insert(c),
-                    Err(e) => {
-                        debug!(error = %e, "receipt ledger cannot connect");
-                        break;
-                    }
-                },
+    /// Whether a sender is left: once every one is gone and what they sent
+    /// is written, the ledger has nothing more to do.
+    pub fn is_open(&self) -> bool {
+        self.open
+    }
+
+    /// Waits for receipts and takes them (up to a batch); never returns
+    /// once every sender is gone. Cancel-safe: a wait given up loses no
+    /// receipt.
+    pub async fn receive(&mut self) {
+        if !self.open {
+            return std::future::pending().await;
+        }
+        let n = self
+            .receipts
+            .recv_many(&mut self.buffer, self.settings.batch_size)
+            .await;
+        self.open = n > 0;
+    }
+
+    /// Takes what else is queued and writes everything received, in
+    /// batches; keeps what could not be written (up to `max_buffered`, the
+    /// oldest dropped first) and answers how long to wait before trying
+    /// again (zero when all went). Once a minute, deletes receipts past
+    /// retention.
+    pub async fn write_received(&mut self) -> Duration {
+        while self.buffer.len() < self.settings.max_buffered {
+            match self.receipts.try_recv() {
+                Ok(r) => self.buffer.push(r),
+                Err(_) => break,
+            }
+        }
+        self.write().await;
+        if self.conn.is_open() && self.retention.due() {
+            self.delete_expired().await;
+        }
+        self.conn.backoff()
+    }
+
+    /// At shutdown: closes the channel, takes what is queued, and tries
+    /// for up to five seconds to write it all; what is left is counted as
+    /// dropped.
+    pub async fn close(mut self) {
+        self.receipts.close();
+        while let Some(r) = self.receipts.recv().await {
+            self.buffer.push(r);
+        }
+        let deadline = Instant::now() + LAST_WRITE_WINDOW;
+        while !self.buffer.is_empty() && Instant::now() < deadline {
+            self.write().await;
+            if !self.buffer.is_empty() {
+                tokio::time::sleep(LAST_WRITE_PAUSE).await;
+            }
+        }
+        if !self.buffer.is_empty() {
+            self.metrics.dropped.inc_by(self.buffer.len() as u64);
+            warn!(
+                receipts = self.buffer.len(),
+                "receipt ledger stopped with receipts it could not write"
+            );
+        }
+    }
+
+    /// Writes the buffer in batches until it is empty or a write fails.
+    async fn write(&mut self) {
+        while !self.buffer.is_empty() {
+            let c = match self.conn.get().await {
+                Ok(c) => c,
+                Err(e) => {
+                    debug!(error = %e, "receipt ledger cannot connect");
+                    break;
+                }
             };
-            let n = buffer.len().min(self.settings.batch_size);
-            match insert(c, &self.settings.topic, &buffer[..n]).await {
+            let n = self.buffer.len().min(self.settings.batch_size);
+            match insert(c, &self.settings.topic, &self.buffer[..n]).await {
                 Ok(()) => {
+                    self.conn.worked();
                     self.metrics.recorded.inc_by(n as u64);
-                    buffer.drain(..n);
+                    self.buffer.drain(..n);
                 }
                 Err(e) => {
-                    warn!(error = %e, receipts = buffer.len(), "receipt ledger write failed; will retry");
+                    warn!(error = %e, receipts = self.buffer.len(), "receipt ledger write failed; will retry");
                     self.metrics.write_failures.inc();
-                    *conn = None;
+                    self.conn.lost();
                     break;
                 }
             }
         }
-        if buffer.len() > self.settings.max_buffered {
-            let excess = buffer.len() - self.settings.max_buffered;
-            buffer.drain(..excess);
+        if self.buffer.len() > self.settings.max_buffered {
+            let excess = self.buffer.len() - self.settings.max_buffered;
+            self.buffer.drain(..excess);
             self.metrics.dropped.inc_by(excess as u64);
         }
     }
 
-    async fn delete_expired(&self, conn: &mut AsyncPgConnection) {
-        let cutoff: DateTime<Utc> = Utc::now()
-            - chrono::Duration::from_std(self.settings.retention)
-                .unwrap_or(chrono::Duration::zero());
-        for _ in 0..100 {
-            match diesel::sql_query(DELETE_SQL)
-                .bind::<Timestamptz, _>(cutoff)
-                .execute(conn)
-                .await
-            {
-                Ok(n) if n > 0 => debug!(deleted = n, "receipts past retention deleted"),
-                Ok(_) => return,
-                Err(e) => {
-                    warn!(error = %e, "deleting receipts past retention failed");
-                    return;
-                }
+    async fn delete_expired(&mut self) {
+        let Ok(conn) = self.conn.get().await else {
+            return;
+        };
+        let cutoff = cutoff(self.settings.retention);
+        match delete_in_batches(conn, RETENTION_SQL, cutoff, RETENTION_BATCH).await {
+            Ok(0) => {}
+            Ok(n) => debug!(deleted = n, "receipts past retention deleted"),
+            Err(e) => {
+                self.conn.lost();
+                warn!(error = %e, "deleting receipts past retention failed");
             }
         }
     }

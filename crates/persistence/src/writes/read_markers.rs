@@ -17,10 +17,10 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
-use secrecy::{ExposeSecret, SecretString};
+use diesel_async::{AsyncConnection, RunQueryDsl};
+use secrecy::SecretString;
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::histogram::Histogram;
@@ -30,8 +30,8 @@ use uuid::Uuid;
 use chatlab_domain::ReadMarkerMode;
 
 use crate::config::SessionSettings;
+use crate::database::dedicated::Dedicated;
 use crate::database::pool_metrics::{latency_buckets, secs};
-use crate::database::session_settings::{Setup, connect};
 use crate::errors::PersistenceError;
 use crate::queries::{
     CompactReadMarkerLog, Compacted, FLUSH_LOCK_CLASS, FlagInboxRead, FlushReadMarkers,
@@ -229,16 +229,14 @@ impl ReadMarkers {
 /// mode each [`Self::flush`] writes the markers held in one
 /// [`ReadMarkers`]; in `log` mode it compacts the marker log.
 pub struct MarkerWriter {
-    url: SecretString,
-    setup: Setup,
+    conn: Dedicated,
     markers: Arc<ReadMarkers>,
-    conn: Option<AsyncPgConnection>,
 }
 
 impl std::fmt::Debug for MarkerWriter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MarkerWriter")
-            .field("connected", &self.conn.is_some())
+            .field("connection", &self.conn)
             .finish_non_exhaustive()
     }
 }
@@ -246,13 +244,10 @@ impl std::fmt::Debug for MarkerWriter {
 impl MarkerWriter {
     /// A writer of `markers` to the database at `url`.
     pub fn new(url: SecretString, session: &SessionSettings, markers: Arc<ReadMarkers>) -> Self {
-        let mut session = session.clone();
-        session.application_name = format!("{}-read-markers", session.application_name);
         Self {
-            url,
-            setup: Setup::of(&session),
+            // Its period is its retry: no backoff of its own.
+            conn: Dedicated::new(url, session, "read-markers", Duration::ZERO),
             markers,
-            conn: None,
         }
     }
 
@@ -279,8 +274,6 @@ impl MarkerWriter {
                 Ok(taken.len())
             }
             Err(e) => {
-                // A connection that failed is not trusted again.
-                self.conn = None;
                 self.markers.failed(taken);
                 Err(e)
             }
@@ -293,7 +286,7 @@ impl MarkerWriter {
     /// the member rows moved. A failed compaction changes nothing (the
     /// rows wait for the next).
     async fn compact(&mut self) -> Result<usize, PersistenceError> {
-        let conn = self.connection().await?;
+        let conn = self.conn.get().await?;
         let done = conn
             .transaction(async |c| {
                 diesel::sql_query("SELECT pg_advisory_xact_lock($1, 0)")
@@ -306,7 +299,7 @@ impl MarkerWriter {
         let (gone, _members, moved, _flagged) = match done {
             Ok(done) => done,
             Err(e) => {
-                self.conn = None;
+                self.conn.lost();
                 self.markers.metrics.failed_flushes.inc();
                 return Err(PersistenceError::from(e));
             }
@@ -320,23 +313,11 @@ impl MarkerWriter {
         Ok(usize::try_from(moved).unwrap_or(0))
     }
 
-    /// Its connection, opened when first needed.
-    async fn connection(&mut self) -> Result<&mut AsyncPgConnection, PersistenceError> {
-        match self.conn {
-            Some(ref mut conn) => Ok(conn),
-            None => Ok(self.conn.insert(
-                connect(self.url.expose_secret(), &self.setup)
-                    .await
-                    .map_err(|e| PersistenceError::Connect(Box::new(e)))?,
-            )),
-        }
-    }
-
     /// The member rows of `markers`, then the read flags of the inbox
     /// rows of those whose moves asked for them, in one transaction behind
     /// an advisory lock, so the flushes of several instances take turns.
     async fn write(&mut self, markers: &[HeldMarker]) -> Result<(), PersistenceError> {
-        let conn = self.connection().await?;
+        let conn = self.conn.get().await?;
         let columns = |only_inbox: bool| {
             let rows = markers.iter().filter(|m| m.inbox || !only_inbox);
             MarkerColumns {
@@ -359,7 +340,11 @@ impl MarkerWriter {
             Ok::<_, diesel::result::Error>(())
         })
         .await
-        .map_err(PersistenceError::from)
+        .map_err(|e| {
+            // A connection that failed is not trusted again.
+            self.conn.lost();
+            PersistenceError::from(e)
+        })
     }
 }
 

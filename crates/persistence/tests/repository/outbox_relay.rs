@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use chatlab_domain::{Event, EventPayload, EventPublisher, PublishError, PublishMode, Receipt};
 use chatlab_persistence::events::outbox_relay::{
-    CLAIM_SQL, OutboxMetrics, OutboxRelay, RelaySettings, UNREADABLE_ATTEMPTS,
+    CLAIM_SQL, OutboxMetrics, OutboxRelay, RelaySettings, Relayed, UNREADABLE_ATTEMPTS,
 };
 use chatlab_persistence::schema::outbox;
 use chatlab_testdb::TestDb;
@@ -94,7 +94,19 @@ fn start(db: &TestDb, publisher: Arc<Scripted>) -> (DropGuard, Registry) {
         },
     );
     let stop = CancellationToken::new();
-    drop(relay.spawn(stop.clone()));
+    let running = stop.clone();
+    // The server's workers run it the same way: a batch a run, waiting what
+    // each run asks (bounded by the test: the guard stops it).
+    tokio::spawn(async move {
+        let mut relay = relay;
+        while !running.is_cancelled() {
+            match relay.relay_once().await {
+                Relayed::More => {}
+                Relayed::Drained => tokio::time::sleep(Duration::from_millis(50)).await,
+                Relayed::Failed(pause) => tokio::time::sleep(pause).await,
+            }
+        }
+    });
     (stop.drop_guard(), registry)
 }
 
