@@ -485,6 +485,30 @@
   }
 
   // ---------- wiring ----------
+  // The insert strategies the server takes, as its OpenAPI document lists
+  // them (declared once, in the server's InsertStrategy): no name is
+  // written in this page. Without the document the select offers the
+  // server's default alone, and says why.
+  async function loadStrategies() {
+    const select = $("strategy");
+    try {
+      const res = await fetch(state.api + "/openapi.json");
+      if (!res.ok) throw new Error("HTTP " + res.status);
+      const spec = await res.json();
+      const schema = ((spec.components || {}).schemas || {}).StrategyName || {};
+      const names = Array.isArray(schema.enum) ? schema.enum : [];
+      if (names.length === 0) throw new Error("no StrategyName in the document");
+      for (const name of names) {
+        const option = document.createElement("option");
+        option.value = name;
+        option.textContent = name;
+        select.appendChild(option);
+      }
+    } catch (e) {
+      setStatus("insert strategies not listed (" + e.message + "): the server's default is used", "error");
+    }
+  }
+
   function init() {
     state.api = apiBase();
     $("api-base").textContent = state.api;
@@ -507,7 +531,7 @@
     }
     renderChats();
     setStatus("sign in with a name to start", "info");
-    document.body.dataset.ready = "true";
+    loadStrategies().finally(() => { document.body.dataset.ready = "true"; });
   }
 
   // For the browser test (page.evaluate): what the page holds in memory,

@@ -155,51 +155,64 @@ where
         .map_err(|e| ApiError::BadRequest(format!("{header}: {e}")))
 }
 
-/// The values `X-Chatlab-Insert-Strategy` takes, for the OpenAPI document
-/// (the domain's [`InsertStrategy`] parses them; a test keeps the two
-/// lists equal).
-#[derive(Debug, Clone, Copy, utoipa::ToSchema)]
-#[schema(rename_all = "snake_case")]
-pub enum StrategyName {
-    /// One INSERT per member.
-    PerRow,
-    /// Multi-row INSERTs.
-    Batch,
-    /// One INSERT over `unnest` arrays.
-    Unnest,
-    /// The whole write as one statement.
-    Single,
-    /// Every statement pipelined on one connection.
-    Pipeline,
-    /// The rows by binary COPY (the blocking driver only).
-    Copy,
+/// A header's values as the OpenAPI document lists them: a string schema
+/// whose `enum` is the domain's own list of names, so a name is declared
+/// once (in the domain's enum) and the document, the web page (which reads
+/// it from `/openapi.json`) and the parser cannot disagree.
+fn names_schema(
+    names: impl IntoIterator<Item = &'static str>,
+    description: &str,
+) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(names))
+        .description(Some(description))
+        .into()
 }
 
-/// The values `X-Chatlab-Publish-Mode` takes, for the OpenAPI document.
-#[derive(Debug, Clone, Copy, utoipa::ToSchema)]
-#[schema(rename_all = "snake_case")]
-pub enum PublishModeName {
-    /// No event.
-    Off,
-    /// Produce and await the acknowledgement inside the transaction.
-    InTxAwait,
-    /// Enqueue inside the transaction, not awaited.
-    InTxEnqueue,
-    /// Produce after the commit.
-    AfterCommit,
-    /// Write an outbox row in the transaction; a relay publishes it.
-    Outbox,
+/// Declares a schema type named `$name` for a header whose values are
+/// `$domain::ALL`'s names.
+macro_rules! header_values {
+    ($(#[$doc:meta])* $name:ident, $domain:ty, $description:literal) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy)]
+        pub struct $name;
+
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                names_schema(<$domain>::ALL.iter().map(|v| v.as_str()), $description)
+            }
+        }
+
+        impl utoipa::ToSchema for $name {
+            fn name() -> std::borrow::Cow<'static, str> {
+                std::borrow::Cow::Borrowed(stringify!($name))
+            }
+        }
+    };
 }
 
-/// The values `X-Chatlab-Message-Fanout` takes, for the OpenAPI document.
-#[derive(Debug, Clone, Copy, utoipa::ToSchema)]
-#[schema(rename_all = "snake_case")]
-pub enum FanoutName {
-    /// The message's row alone; unread counts counted when read.
-    None,
-    /// One inbox row per recipient in the message's transaction.
-    Inbox,
-}
+header_values!(
+    /// The values `X-Chatlab-Insert-Strategy` takes: [`InsertStrategy::ALL`].
+    StrategyName,
+    InsertStrategy,
+    "The insert strategies (`X-Chatlab-Insert-Strategy`), as the server declares them"
+);
+
+header_values!(
+    /// The values `X-Chatlab-Publish-Mode` takes: [`PublishMode::ALL`].
+    PublishModeName,
+    PublishMode,
+    "The publish modes (`X-Chatlab-Publish-Mode`), as the server declares them"
+);
+
+header_values!(
+    /// The values `X-Chatlab-Message-Fanout` takes: [`MessageFanout::ALL`].
+    FanoutName,
+    MessageFanout,
+    "The message fan-outs (`X-Chatlab-Message-Fanout`), as the server declares them"
+);
 
 #[cfg(test)]
 mod tests {
@@ -222,11 +235,12 @@ mod tests {
     fn the_documented_header_values_are_the_ones_the_server_parses() {
         let strategies = names::<super::StrategyName>();
         assert_eq!(strategies.len(), InsertStrategy::ALL.len());
+        assert_eq!(strategies[0], "per_row", "in the domain's order");
         for s in &strategies {
             assert!(s.parse::<InsertStrategy>().is_ok(), "{s}");
         }
         let modes = names::<super::PublishModeName>();
-        assert_eq!(modes.len(), 5);
+        assert_eq!(modes.len(), PublishMode::ALL.len());
         for m in &modes {
             assert!(m.parse::<PublishMode>().is_ok(), "{m}");
         }

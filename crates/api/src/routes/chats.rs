@@ -23,9 +23,9 @@ use crate::state::AppState;
     request_body = CreateChatRequest,
     params(
         ("x-chatlab-insert-strategy" = Option<StrategyName>, Header,
-            description = "per_row, batch, unnest, single, pipeline or copy (copy needs DB_DRIVER=blocking, else 422); honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
+            description = "An insert strategy (the schema lists them; copy needs DB_DRIVER=blocking, else 422); honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
         ("x-chatlab-publish-mode" = Option<PublishModeName>, Header,
-            description = "off, in_tx_await, in_tx_enqueue, after_commit or outbox; honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
+            description = "A publish mode (the schema lists them); honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
         ("idempotency-key" = Option<IdempotencyKeyValue>, Header,
             description = "Makes a retry safe: the same key from the same user within the retention (24 h) answers the first response and writes nothing more"),
     ),

@@ -26,9 +26,9 @@ use crate::state::AppState;
     params(
         ("id" = uuid::Uuid, Path, description = "Chat id"),
         ("x-chatlab-insert-strategy" = Option<StrategyName>, Header,
-            description = "per_row, batch, unnest or copy (single and pipeline write the rows as unnest; copy needs DB_DRIVER=blocking, else 422); honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
+            description = "An insert strategy (the schema lists them; the strategies that write a whole chat as one statement or one flight write the rows as unnest; copy needs DB_DRIVER=blocking, else 422); honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
         ("x-chatlab-publish-mode" = Option<PublishModeName>, Header,
-            description = "off, in_tx_await, in_tx_enqueue, after_commit or outbox; honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
+            description = "A publish mode (the schema lists them); honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
         ("idempotency-key" = Option<IdempotencyKeyValue>, Header,
             description = "Makes a retry safe: the same key from the same user within the retention (24 h) answers the first response and writes nothing more"),
     ),
@@ -101,7 +101,7 @@ pub async fn add_members(
         ("id" = uuid::Uuid, Path, description = "Chat id"),
         ("user_id" = uuid::Uuid, Path, description = "The member to remove (the caller's own id to leave)"),
         ("x-chatlab-publish-mode" = Option<PublishModeName>, Header,
-            description = "off, in_tx_await, in_tx_enqueue, after_commit or outbox; honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
+            description = "A publish mode (the schema lists them); honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
     ),
     responses(
         (status = 204, description = "Removed",
@@ -140,7 +140,7 @@ pub async fn remove_member(
     params(
         ("id" = uuid::Uuid, Path, description = "Chat id"),
         ("x-chatlab-publish-mode" = Option<PublishModeName>, Header,
-            description = "off, in_tx_await, in_tx_enqueue, after_commit or outbox; honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
+            description = "A publish mode (the schema lists them); honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
     ),
     responses(
         (status = 200, description = "Handed over", body = OwnerChangedResponse,

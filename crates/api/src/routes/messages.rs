@@ -24,11 +24,11 @@ use crate::state::AppState;
     params(
         ("id" = uuid::Uuid, Path, description = "Chat id"),
         ("x-chatlab-publish-mode" = Option<PublishModeName>, Header,
-            description = "off, in_tx_await, in_tx_enqueue, after_commit or outbox; honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
+            description = "A publish mode (the schema lists them); honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
         ("x-chatlab-insert-strategy" = Option<StrategyName>, Header,
             description = "How the inbox rows are written under the inbox fan-out (a message is one row whatever it is; copy needs DB_DRIVER=blocking, else 422); honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
         ("x-chatlab-message-fanout" = Option<FanoutName>, Header,
-            description = "none or inbox; honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
+            description = "A message fan-out (the schema lists them); honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
         ("idempotency-key" = Option<IdempotencyKeyValue>, Header,
             description = "Makes a retry safe: the same key from the same user within the retention (24 h) answers the first response and writes nothing more"),
     ),

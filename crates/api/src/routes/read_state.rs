@@ -34,7 +34,7 @@ use crate::state::AppState;
     params(
         ("id" = uuid::Uuid, Path, description = "Chat id"),
         ("x-chatlab-message-fanout" = Option<FanoutName>, Header,
-            description = "none or inbox; honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
+            description = "A message fan-out (the schema lists them); honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
     ),
     responses(
         (status = 200, description = "The read state after the move", body = ReadStateResponse,
@@ -90,7 +90,7 @@ pub async fn mark_read(
     params(
         MyChatsQuery,
         ("x-chatlab-message-fanout" = Option<FanoutName>, Header,
-            description = "none or inbox; honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
+            description = "A message fan-out (the schema lists them); honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
     ),
     responses(
         (status = 200, description = "A page of chats", body = MyChatsPage,
@@ -121,7 +121,7 @@ pub async fn my_chats(
     params(
         ("id" = uuid::Uuid, Path, description = "Chat id"),
         ("x-chatlab-message-fanout" = Option<FanoutName>, Header,
-            description = "none or inbox; honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
+            description = "A message fan-out (the schema lists them); honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
     ),
     responses(
         (status = 200, description = "The read state", body = ReadStateResponse,

@@ -104,7 +104,7 @@ async fn respond(
     params(
         ("id" = uuid::Uuid, Path, description = "Chat id"),
         ("x-chatlab-insert-strategy" = Option<StrategyName>, Header,
-            description = "per_row, batch, unnest or copy inside each chunk (single and pipeline write a job's rows as unnest; copy needs DB_DRIVER=blocking, else 422); honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
+            description = "The insert strategy inside each chunk (the schema lists them; the strategies that write a whole chat as one statement or one flight write a job's rows as unnest; copy needs DB_DRIVER=blocking, else 422); honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
         ("idempotency-key" = Option<IdempotencyKeyValue>, Header,
             description = "Makes a retry safe: each chunk claims its part of the key in its own transaction, so a retry writes only the chunks not committed before; a finished job's response is answered again within the retention (24 h)"),
     ),
@@ -172,9 +172,9 @@ pub async fn import_members(
     params(
         ("id" = uuid::Uuid, Path, description = "Chat id"),
         ("x-chatlab-insert-strategy" = Option<StrategyName>, Header,
-            description = "per_row, batch, unnest or copy inside each chunk (single and pipeline write a job's rows as unnest; copy needs DB_DRIVER=blocking, else 422); honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
+            description = "The insert strategy inside each chunk (the schema lists them; the strategies that write a whole chat as one statement or one flight write a job's rows as unnest; copy needs DB_DRIVER=blocking, else 422); honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
         ("x-chatlab-message-fanout" = Option<FanoutName>, Header,
-            description = "none or inbox (each chunk also writes its inbox rows); honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
+            description = "A message fan-out (the schema lists them; with inbox each chunk also writes its inbox rows); honoured only with CHATLAB_ALLOW_OVERRIDES=true"),
         ("idempotency-key" = Option<IdempotencyKeyValue>, Header,
             description = "Makes a retry safe: each chunk claims its part of the key in its own transaction, so a retry writes only the chunks not committed before; a finished job's response is answered again within the retention (24 h)"),
     ),
