@@ -255,16 +255,57 @@ async fn one_round(args: &BrokerCheckArgs) -> Result<Round, LoadError> {
         .await
         .map_err(|e| LoadError::Broker(e.to_string()))?;
     let publishers = connect_producers(args, &topic).await?;
-    // A few chats per producer, so every partition gets concurrent writers.
+    let events = round_events(args);
+    let started = Instant::now();
+    let outcomes = send_all(args, &publishers, &events).await;
+    let seconds = started.elapsed().as_secs_f64();
+    let receipts: Vec<AckedEvent> = outcomes
+        .iter()
+        .filter_map(|(e, r)| r.map(|r| AckedEvent::of(e, r)))
+        .collect();
+    let snapshot = read_back(args, &topic).await?;
+    let report = reconcile_round(&receipts, &snapshot);
+    if args.show > 0 {
+        show_findings(&topic, &snapshot, &report, args.show);
+    }
+    let mode = report.mode(PublishMode::AfterCommit);
+    Ok(Round {
+        sent: outcomes.len(),
+        acked: receipts.len(),
+        failed: outcomes.len() - receipts.len(),
+        on_topic: snapshot.records.len(),
+        acked_not_served: mode.map_or(0, |m| m.lost_after_ack),
+        acked_past_end: report.broker.acked_past_end,
+        offsets_acked_twice: report.broker.offsets_acked_twice,
+        acked_unread: report.broker.acked_unread,
+        acked_without_offset: report.broker.acked_without_offset,
+        gaps: snapshot.gaps.len(),
+        seconds,
+    })
+}
+
+/// The round's events: a few chats per producer, so every partition gets
+/// concurrent writers.
+fn round_events(args: &BrokerCheckArgs) -> Vec<Event> {
     let chats: Vec<Uuid> = (0..args.producers.max(1) * 8)
         .map(|_| Uuid::now_v7())
         .collect();
-    let events: Vec<Event> = (0..args.events)
+    (0..args.events)
         .map(|i| event(chats[i % chats.len()]))
-        .collect();
-    let started = Instant::now();
-    let deadline = started + args.max_duration;
-    let per_producer = args.events.div_ceil(publishers.len());
+        .collect()
+}
+
+/// Sends `events` through the round's producers, each its share with up to
+/// `in_flight` awaiting their acknowledgement; an event not yet sent when
+/// the round's time is up is not sent. Answers each event's receipt, if
+/// the broker acknowledged it.
+async fn send_all<'a>(
+    args: &BrokerCheckArgs,
+    publishers: &[KafkaPublisher],
+    events: &'a [Event],
+) -> Vec<(&'a Event, Option<Receipt>)> {
+    let deadline = Instant::now() + args.max_duration;
+    let per_producer = events.len().div_ceil(publishers.len());
     let sends = publishers
         .iter()
         .zip(events.chunks(per_producer.max(1)))
@@ -281,25 +322,26 @@ async fn one_round(args: &BrokerCheckArgs) -> Result<Round, LoadError> {
                 .collect::<Vec<(&Event, Option<Receipt>)>>()
                 .await
         });
-    let outcomes: Vec<(&Event, Option<Receipt>)> = futures_util::future::join_all(sends)
+    futures_util::future::join_all(sends)
         .await
         .into_iter()
         .flatten()
-        .collect();
-    let seconds = started.elapsed().as_secs_f64();
-    let receipts: Vec<AckedEvent> = outcomes
-        .iter()
-        .filter_map(|(e, r)| r.map(|r| AckedEvent::of(e, r)))
-        .collect();
-    let (bootstrap, t) = (args.brokers.clone(), topic.clone());
+        .collect()
+}
+
+/// Reads the whole topic back. Reading is slower than writing on some
+/// engines: it gets time in proportion to what was written.
+async fn read_back(args: &BrokerCheckArgs, topic: &str) -> Result<TopicSnapshot, LoadError> {
+    let (bootstrap, topic) = (args.brokers.clone(), topic.to_owned());
     let read_timeout = Duration::from_secs(60) + Duration::from_millis(50) * args.events as u32;
-    let snapshot = tokio::task::spawn_blocking(move || {
-        // Reading is slower than writing on some engines: give it time in
-        // proportion to what was written.
-        topic_reader::read_all(&bootstrap, &t, read_timeout)
-    })
-    .await?
-    .map_err(|e| LoadError::Broker(e.to_string()))?;
+    tokio::task::spawn_blocking(move || topic_reader::read_all(&bootstrap, &topic, read_timeout))
+        .await?
+        .map_err(|e| LoadError::Broker(e.to_string()))
+}
+
+/// The audit of what was acknowledged (`receipts`) against what the topic
+/// serves (`snapshot`), as the server's audit reconciles a run.
+fn reconcile_round(receipts: &[AckedEvent], snapshot: &TopicSnapshot) -> AuditReport {
     let writes: Vec<CommittedWrite> = receipts
         .iter()
         .map(|a| CommittedWrite {
@@ -321,29 +363,12 @@ async fn one_round(args: &BrokerCheckArgs) -> Result<Round, LoadError> {
             })
         })
         .collect();
-    let report = reconcile(&AuditInput {
+    reconcile(&AuditInput {
         writes: &writes,
         events: &seen,
         read_positions: &read_positions,
-        receipts: &receipts,
+        receipts,
         ends: &snapshot.ends,
         unreadable: 0,
-    });
-    if args.show > 0 {
-        show_findings(&topic, &snapshot, &report, args.show);
-    }
-    let mode = report.mode(PublishMode::AfterCommit);
-    Ok(Round {
-        sent: outcomes.len(),
-        acked: receipts.len(),
-        failed: outcomes.len() - receipts.len(),
-        on_topic: snapshot.records.len(),
-        acked_not_served: mode.map_or(0, |m| m.lost_after_ack),
-        acked_past_end: report.broker.acked_past_end,
-        offsets_acked_twice: report.broker.offsets_acked_twice,
-        acked_unread: report.broker.acked_unread,
-        acked_without_offset: report.broker.acked_without_offset,
-        gaps: snapshot.gaps.len(),
-        seconds,
     })
 }

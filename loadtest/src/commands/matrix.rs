@@ -14,7 +14,7 @@ use crate::grid::{GridOutcome, GridSpec, Servers, run_grid};
 use crate::load::choice::Choice;
 use crate::load::measure::scenario_name;
 use crate::load::scenario::Scenario;
-use crate::load::schedule::parse_duration;
+use crate::load::schedule::{ArrivalSchedule, parse_duration};
 use crate::load::yardstick_sql;
 use crate::observe::otlp_sink::{self, OtlpSink, SinkCounts};
 use crate::report::charts;
@@ -214,7 +214,11 @@ fn grid_spec(
         },
         mix_strategies: args.mix_strategies,
         think_time: args.think_time,
-        rate: args.rate,
+        arrivals: args
+            .rate
+            .map(|rate| ArrivalSchedule::new(rate, args.duration))
+            .transpose()
+            .map_err(LoadError::Usage)?,
         trace_fraction: args.traces.trace_fraction,
         yardstick: args.baseline.then(|| Yardstick {
             work_dir: yardstick_sql::default_work_dir(out),

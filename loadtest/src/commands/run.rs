@@ -67,10 +67,9 @@ pub(crate) struct RunArgs {
 pub(crate) async fn run(args: RunArgs) -> Result<bool, LoadError> {
     let out = results_dir(&args.servers.results_dir, &args.name);
     let model = if let Some(rate) = args.rate {
-        schedule::ArrivalSchedule::new(rate, args.duration).map_err(LoadError::Usage)?;
         Model::Open {
-            rate,
-            duration: args.duration,
+            schedule: schedule::ArrivalSchedule::new(rate, args.duration)
+                .map_err(LoadError::Usage)?,
             max_in_flight: args.max_in_flight,
         }
     } else if let Some(Stages(stages)) = args.stages.clone() {

@@ -25,6 +25,7 @@ use crate::load::choice::Choice;
 use crate::load::measure::{Watched, closed, measure, scenario_name, variants_for};
 use crate::load::runner::{self, Model, RunOutcome};
 use crate::load::scenario::{Scenario, SeedAt, SeedSpec, Seeded, Workload, seed, seed_chats};
+use crate::load::schedule::ArrivalSchedule;
 use crate::observe::noise::NoiseProbe;
 use crate::observe::otlp_sink::{OtlpSink, SinkCounts};
 use crate::observe::sampler::{self, ServerStats};
@@ -86,9 +87,10 @@ pub struct GridSpec {
     pub mix_strategies: bool,
     /// Think time of each VU.
     pub think_time: Duration,
-    /// An open model instead of VUs: this many requests per second, each
-    /// cell's VUs then the cap on requests in flight.
-    pub rate: Option<f64>,
+    /// An open model instead of VUs: requests due as this schedule has
+    /// them (its rate checked when the spec was built), each cell's VUs
+    /// then the cap on requests in flight.
+    pub arrivals: Option<ArrivalSchedule>,
     /// Share of requests sent with a sampled `traceparent`.
     pub trace_fraction: f64,
     /// pgbench beside every createChat cell of a named strategy.
@@ -801,10 +803,9 @@ async fn measure_point(
         &under_test.watched,
         work,
         variants_for(strategies, point.mode.named()),
-        match spec.rate {
-            Some(rate) => Model::Open {
-                rate,
-                duration: spec.duration,
+        match spec.arrivals {
+            Some(schedule) => Model::Open {
+                schedule,
                 max_in_flight: point.vus.max(1),
             },
             None => closed(point.vus, spec.duration, spec.think_time),
@@ -862,7 +863,7 @@ mod tests {
             },
             mix_strategies: mix,
             think_time: Duration::ZERO,
-            rate: None,
+            arrivals: None,
             trace_fraction: 0.0,
             yardstick: None,
             sample_interval: Duration::from_millis(250),

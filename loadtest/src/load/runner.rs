@@ -28,10 +28,8 @@ pub enum Model {
     },
     /// Constant arrival rate (k6 `constant-arrival-rate`).
     Open {
-        /// Requests per second.
-        rate: f64,
-        /// How long.
-        duration: Duration,
+        /// When each request is due: a rate checked when it was built.
+        schedule: ArrivalSchedule,
         /// Most requests in flight; arrivals beyond it are dropped and counted.
         max_in_flight: usize,
     },
@@ -42,7 +40,7 @@ impl Model {
     pub fn duration(&self) -> Duration {
         match self {
             Self::Closed { stages, .. } => total_duration(stages),
-            Self::Open { duration, .. } => *duration,
+            Self::Open { schedule, .. } => schedule.duration(),
         }
     }
 
@@ -170,10 +168,9 @@ pub async fn run(
             0
         }
         Model::Open {
-            rate,
-            duration,
+            schedule,
             max_in_flight,
-        } => run_open(&senders, *rate, *duration, *max_in_flight, started).await,
+        } => run_open(&senders, schedule, *max_in_flight, started).await,
     };
     let Senders { tx, .. } = senders;
     drop(tx);
@@ -254,23 +251,20 @@ async fn run_closed(
     }
 }
 
-/// The open model: `rate` arrivals a second for `duration`, at most
+/// The open model: arrivals as `schedule` has them due, at most
 /// `max_in_flight` at once; answers the arrivals dropped over that cap.
 async fn run_open(
     senders: &Senders,
-    rate: f64,
-    duration: Duration,
+    schedule: &ArrivalSchedule,
     max_in_flight: usize,
     started: Instant,
 ) -> u64 {
-    // The CLI checked the rate; an invalid one sends nothing.
-    let schedule = ArrivalSchedule::new(rate, duration).ok();
     let in_flight = Arc::new(AtomicUsize::new(0));
     let mut dropped = 0u64;
     let mut tasks = Vec::new();
     let mut rng = Rng::new(0x0FE7);
     let mut i = 0u64;
-    while let Some(due) = schedule.as_ref().and_then(|s| s.due(i)) {
+    while let Some(due) = schedule.due(i) {
         i += 1;
         let intended = started + due;
         tokio::time::sleep_until(intended.into()).await;
@@ -467,10 +461,10 @@ mod tests {
         assert_eq!(closed.duration(), Duration::from_secs(5));
         assert_eq!(closed.peak_concurrency(), 9);
         let open = Model::Open {
-            rate: 10.0,
-            duration: Duration::from_secs(4),
+            schedule: ArrivalSchedule::new(10.0, Duration::from_secs(4)).unwrap(),
             max_in_flight: 3,
         };
         assert_eq!(open.peak_concurrency(), 3);
+        assert_eq!(open.duration(), Duration::from_secs(4));
     }
 }

@@ -86,6 +86,11 @@ impl ArrivalSchedule {
         })
     }
 
+    /// How long the arrivals last.
+    pub fn duration(&self) -> Duration {
+        self.end
+    }
+
     /// When request `i` is due, or `None` past the end.
     pub fn due(&self, i: u64) -> Option<Duration> {
         let at = self.interval.checked_mul(u32::try_from(i).ok()?)?;

@@ -97,10 +97,9 @@ impl Request {
 /// The load to send.
 #[derive(Debug, Clone)]
 pub struct LoadSpec {
-    /// Requests per second.
-    pub rate: f64,
-    /// How long.
-    pub duration: Duration,
+    /// When each request is due: the rate and how long, checked when the
+    /// spec was built.
+    pub arrivals: ArrivalSchedule,
     /// Share of createChat among the requests.
     pub create_share: f64,
     /// Share of read-marker moves among the requests (the rest send
@@ -146,9 +145,7 @@ pub async fn run(
     spec: Arc<LoadSpec>,
     started: Instant,
 ) -> LoadResult {
-    let Ok(schedule) = ArrivalSchedule::new(spec.rate, spec.duration) else {
-        return LoadResult::default();
-    };
+    let schedule = spec.arrivals;
     let (tx, mut rx) = mpsc::unbounded_channel::<Request>();
     let collector = tokio::spawn(async move {
         let mut requests = Vec::new();
@@ -462,8 +459,7 @@ mod tests {
             bearers,
         };
         let spec = LoadSpec {
-            rate: 1.0,
-            duration: Duration::from_secs(1),
+            arrivals: ArrivalSchedule::new(1.0, Duration::from_secs(1)).unwrap(),
             create_share: 0.5,
             mark_share: 0.0,
             members: 4,

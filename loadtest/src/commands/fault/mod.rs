@@ -9,6 +9,7 @@
 //! audit and server log to the output directory.
 use crate::error::LoadError;
 use crate::load::choice::Choice;
+use crate::load::schedule::ArrivalSchedule;
 use chatlab_domain::PublishMode;
 
 mod checks;
@@ -258,7 +259,7 @@ async fn run_cell(
         signer: &spec.signer,
     };
     let seeded = seed(client, at, cell_seed(args), &Scenario::SendMessage).await?;
-    let load_spec = Arc::new(load_spec(args, fault, variant, deadline));
+    let load_spec = Arc::new(load_spec(args, fault, variant, deadline)?);
     let tag = load_spec.chat_name.clone();
     let since = Utc::now() - chrono::Duration::seconds(1);
     let started = Instant::now();
@@ -401,16 +402,15 @@ fn load_spec(
     fault: Fault,
     variant: &ServerVariant,
     deadline: (Duration, Duration),
-) -> LoadSpec {
+) -> Result<LoadSpec, LoadError> {
     let tag = format!(
         "fault {} {} {}",
         fault.name(),
         variant.name,
         &uuid::Uuid::now_v7().simple().to_string()[20..]
     );
-    LoadSpec {
-        rate: args.rate,
-        duration: args.duration,
+    Ok(LoadSpec {
+        arrivals: ArrivalSchedule::new(args.rate, args.duration).map_err(LoadError::Usage)?,
         create_share: args.create_share,
         mark_share: args.mark_share,
         members: args.members,
@@ -420,7 +420,7 @@ fn load_spec(
         max_in_flight: 2_000,
         retries: args.retries,
         keyed: args.idempotency_keys,
-    }
+    })
 }
 
 /// Reads the sessions idle in a transaction and the pool's connections in
