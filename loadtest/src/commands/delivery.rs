@@ -240,7 +240,38 @@ pub async fn run(args: DeliveryArgs) -> Result<bool, LoadError> {
         let path = args.out.join("table.md");
         std::fs::write(&path, to_markdown(&rows)).map_err(|e| LoadError::file(&path, e))?;
     }
-    let mut table = to_markdown(&rows);
+    let table = results_table(&args, &rows);
+    let notes = notes(&args);
+    let path = args.out.join("results.md");
+    std::fs::write(
+        &path,
+        format!(
+            "# Commit-to-screen latency{}\n\nPostgreSQL {version}. {}\n\n{table}\n{notes}",
+            if args.kill_broker_at.is_some() {
+                " through a broker kill"
+            } else {
+                ""
+            },
+            reach.note()
+        ),
+    )
+    .map_err(|e| LoadError::file(&path, e))?;
+    println!("\n{table}\n{notes}\nwritten to {}", args.out.display());
+    let clean = rows
+        .iter()
+        .all(|r| r.is_clean(args.kill_broker_at.is_some()));
+    if !clean {
+        println!("deliveries were lost or repeated, or writes failed (see the table)");
+    }
+    Ok(clean || !args.strict)
+}
+
+/// The run's table, with what each row needs said beside it: where the
+/// time went, the reconnect storm, an outbox backlog dropped before a row,
+/// a topic that could not be read back, and each row against the p99
+/// target.
+fn results_table(args: &DeliveryArgs, rows: &[Row]) -> String {
+    let mut table = to_markdown(rows);
     table.push_str(&format!(
         "\nWhere the time went: the subscriber instances' own delay (from an event's \
          creation to its hand-over to the connections, their `chatlab_live_delay_seconds` \
@@ -248,7 +279,7 @@ pub async fn run(args: DeliveryArgs) -> Result<bool, LoadError> {
          delivery latency the client measured, and how late the client's own 10 ms timer \
          fired meanwhile (its share: a frame that arrived waits at least that long to be \
          read).\n\n{}",
-        costs_markdown(&rows)
+        costs_markdown(rows)
     ));
     let storms: Vec<(String, storm::Storm)> = rows
         .iter()
@@ -276,111 +307,33 @@ pub async fn run(args: DeliveryArgs) -> Result<bool, LoadError> {
     }
     if let Some(target) = args.p99_target {
         table.push('\n');
-        for row in &rows {
+        for row in rows {
             table.push_str(&format!("- {}\n", p99_verdict(row, target)));
         }
     }
-    let notes = notes(&args);
-    let path = args.out.join("results.md");
-    std::fs::write(
-        &path,
-        format!(
-            "# Commit-to-screen latency{}\n\nPostgreSQL {version}. {}\n\n{table}\n{notes}",
-            if args.kill_broker_at.is_some() {
-                " through a broker kill"
-            } else {
-                ""
-            },
-            reach.note()
-        ),
-    )
-    .map_err(|e| LoadError::file(&path, e))?;
-    println!("\n{table}\n{notes}\nwritten to {}", args.out.display());
-    let clean = rows
-        .iter()
-        .all(|r| r.is_clean(args.kill_broker_at.is_some()));
-    if !clean {
-        println!("deliveries were lost or repeated, or writes failed (see the table)");
-    }
-    Ok(clean || !args.strict)
+    table
 }
 
+/// One variant: its broker and instances, the chats and their members'
+/// streams, the writes at the run's rate (with the faults asked for), and
+/// what was delivered.
 async fn run_cell(
     args: &DeliveryArgs,
     client: &reqwest::Client,
     reach: &Reach,
     variant: &ServerVariant,
 ) -> Result<Row, LoadError> {
-    let dir = args.out.join(&variant.name);
     let dropped = drop_outbox_backlog(&args.database_url).await?;
-    let mut broker =
-        Broker::start(&args.tansu_bin, &dir.join("broker"), args.tansu_storage).await?;
-    let topic = format!("chatlab-delivery-{}", Uuid::now_v7().simple());
-    let mut env = vec![
-        ("DATABASE_URL".to_owned(), reach.url()),
-        ("KAFKA_BROKERS".to_owned(), broker.address.clone()),
-        ("KAFKA_TOPIC".to_owned(), topic.clone()),
-        ("RUST_LOG".to_owned(), "warn".to_owned()),
-        ("LOG_FORMAT".to_owned(), "json".to_owned()),
-    ];
-    env.extend(args.env.iter().cloned());
-    env.extend(variant.env.iter().cloned());
-    let spec = FleetSpec {
-        binary: args.binary.clone(),
-        count: args.instances,
-        env,
-        log_dir: dir.clone(),
-        signer: Arc::new(Signer::generate(DEFAULT_ISSUER)?),
-    };
-    let fleet = Fleet::start(&spec, client).await?;
-    let urls = fleet.urls();
-    let writer = fleet.first()?;
-    let (writer_url, writer_ops) = (writer.url.clone(), writer.ops_url.clone());
-
-    let users = seed_users(client, &writer_ops, args.chats * args.members, "delivery-").await?;
-    let bearers: Vec<HeaderValue> = users
-        .iter()
-        .map(|u| spec.signer.bearer(*u))
-        .collect::<Result<_, _>>()?;
-    let chats = create_groups(
-        client,
-        &writer_url,
-        &users,
-        &bearers,
-        args.members,
-        "delivery",
-    )
-    .await?;
-    let creators = if args.creators > 0 {
-        let pool = seed_users(client, &writer_ops, CREATOR_POOL, "mixed-").await?;
-        let bearers: Vec<HeaderValue> = pool
-            .iter()
-            .map(|u| spec.signer.bearer(*u))
-            .collect::<Result<_, _>>()?;
-        Some(Creators {
-            client: client.clone(),
-            url: writer_url.clone(),
-            pool: Arc::new(pool),
-            bearers: Arc::new(bearers),
-            members: CREATOR_MEMBERS,
-            tasks: args.creators,
-        })
-    } else {
-        None
-    };
-
-    // Every member of every chat listens, on every instance but the
-    // writers' (or on it, when it is the only one).
-    let subscriber_pids: Vec<u32> = fleet
-        .servers
-        .iter()
-        .skip(usize::from(fleet.servers.len() > 1))
-        .map(|s| s.pid)
-        .collect();
+    let mut servers = CellServers::start(args, client, reach, variant).await?;
+    let cast = Cast::seed(args, client, &servers).await?;
+    let subscribers = servers.subscribers();
+    let subscriber_pids: Vec<u32> = subscribers.iter().map(|s| s.0).collect();
+    let subscriber_ops: Vec<String> = subscribers.into_iter().map(|s| s.1).collect();
     let rss_before = storm::largest_rss(&subscriber_pids);
+    let urls = servers.fleet.urls();
     // Every member listens on every instance but the writers' (or on it,
     // when it is the only one).
-    let mut streams = storm::Streams::open(client, &bearers, |index| {
+    let mut streams = storm::Streams::open(client, &cast.bearers, |index| {
         if urls.len() > 1 {
             urls[1 + index % (urls.len() - 1)].clone()
         } else {
@@ -392,52 +345,45 @@ async fn run_cell(
     tokio::time::sleep(Duration::from_secs(2)).await;
     while streams.seen.try_recv().is_ok() {}
 
-    let subscriber_ops: Vec<String> = fleet
-        .servers
-        .iter()
-        .skip(usize::from(fleet.servers.len() > 1))
-        .map(|s| s.ops_url.clone())
-        .collect();
     let watched = storm::Watched {
         pids: &subscriber_pids,
         ops_urls: &subscriber_ops,
-        broker_port: port_of(&broker.address)?,
+        broker_port: port_of(&servers.broker.address)?,
     };
     let idle_cpu = idle_cpu(&subscriber_pids, args.idle).await;
-    let before = scrape(client, &writer_ops).await?;
+    let before = scrape(client, &servers.writer_ops).await?;
     let delay_before = delay_of(client, &subscriber_ops).await;
     let lag = lag::Watch::start();
-    let writing = args.duration;
     let (writes, killed, storm, created) = tokio::join!(
         write_messages(
             client,
-            &writer_url,
-            &chats,
-            &bearers,
+            &servers.writer_url,
+            &cast.chats,
+            &cast.bearers,
             (args.rate, args.duration),
             |i| text(i, args.body_chars),
         ),
-        broker_fault(args, &mut broker, &variant.name),
+        broker_fault(args, &mut servers.broker, &variant.name),
         async {
             let at = args.reconnect_at?;
             tokio::time::sleep(at).await;
             println!("{}: every stream cut and reopened", variant.name);
-            Some(storm::storm(client, &mut streams, &bearers, &watched).await)
+            Some(storm::storm(client, &mut streams, &cast.bearers, &watched).await)
         },
         async {
-            match &creators {
-                Some(creators) => Some(creators.create_for(writing).await),
+            match &cast.creators {
+                Some(creators) => Some(creators.create_for(args.duration).await),
                 None => None,
             }
         }
     );
     killed?;
     let client_lag = lag.stop().await;
-    let after = scrape(client, &writer_ops).await?;
+    let after = scrape(client, &servers.writer_ops).await?;
 
     let mut row = Row {
         variant: variant.name.clone(),
-        per_instance: users.len().div_ceil(subscriber_pids.len().max(1)),
+        per_instance: cast.users.len().div_ceil(subscriber_pids.len().max(1)),
         rss_mib: (rss_before, storm::largest_rss(&subscriber_pids)),
         storm,
         idle_cpu,
@@ -452,7 +398,7 @@ async fn run_cell(
     let (expected, got) = tally(
         &mut row,
         &writes,
-        &chats,
+        &cast.chats,
         &mut streams.seen,
         &mut streams.cuts,
         args.drain,
@@ -460,25 +406,147 @@ async fn run_cell(
     .await;
     row.server_delay = delay_of(client, &subscriber_ops).await.since(&delay_before);
     if row.delivered < row.expected {
-        match messages_in_topic(&broker.address, &topic).await {
-            Ok(published) => {
-                row.unpublished = expected
-                    .keys()
-                    .filter(|key| !got.contains_key(key) && !published.contains(&key.1))
-                    .count() as u64;
-            }
-            // The broker may be what failed: say so, and count every lost
-            // delivery as lost.
-            Err(e) => {
-                println!("{}: the topic could not be read back: {e}", variant.name);
-                row.topic_unread = Some(e.to_string());
-            }
-        }
+        count_unpublished(&mut row, &servers, &expected, &got).await;
     }
     streams.abort();
-    drop(fleet);
-    drop(broker);
+    drop(servers);
     Ok(row)
+}
+
+/// A variant's servers: a broker of its own, the instances on a topic of
+/// their own, and where the first (the writer) answers.
+struct CellServers {
+    fleet: Fleet,
+    broker: Broker,
+    topic: String,
+    signer: Arc<Signer>,
+    writer_url: String,
+    writer_ops: String,
+}
+
+impl CellServers {
+    async fn start(
+        args: &DeliveryArgs,
+        client: &reqwest::Client,
+        reach: &Reach,
+        variant: &ServerVariant,
+    ) -> Result<Self, LoadError> {
+        let dir = args.out.join(&variant.name);
+        let broker =
+            Broker::start(&args.tansu_bin, &dir.join("broker"), args.tansu_storage).await?;
+        let topic = format!("chatlab-delivery-{}", Uuid::now_v7().simple());
+        let mut env = vec![
+            ("DATABASE_URL".to_owned(), reach.url()),
+            ("KAFKA_BROKERS".to_owned(), broker.address.clone()),
+            ("KAFKA_TOPIC".to_owned(), topic.clone()),
+            ("RUST_LOG".to_owned(), "warn".to_owned()),
+            ("LOG_FORMAT".to_owned(), "json".to_owned()),
+        ];
+        env.extend(args.env.iter().cloned());
+        env.extend(variant.env.iter().cloned());
+        let spec = FleetSpec {
+            binary: args.binary.clone(),
+            count: args.instances,
+            env,
+            log_dir: dir,
+            signer: Arc::new(Signer::generate(DEFAULT_ISSUER)?),
+        };
+        let fleet = Fleet::start(&spec, client).await?;
+        let writer = fleet.first()?;
+        let (writer_url, writer_ops) = (writer.url.clone(), writer.ops_url.clone());
+        Ok(Self {
+            fleet,
+            broker,
+            topic,
+            signer: spec.signer,
+            writer_url,
+            writer_ops,
+        })
+    }
+
+    /// The instances the members listen on, pid and ops address: every one
+    /// but the writer (or the writer, when it is the only one).
+    fn subscribers(&self) -> Vec<(u32, String)> {
+        self.fleet
+            .servers
+            .iter()
+            .skip(usize::from(self.fleet.servers.len() > 1))
+            .map(|s| (s.pid, s.ops_url.clone()))
+            .collect()
+    }
+}
+
+/// Who takes part: the members, their chats, and the creators of new
+/// chats when the run mixes them in.
+struct Cast {
+    users: Vec<Uuid>,
+    bearers: Vec<HeaderValue>,
+    /// Each chat and the indexes of its members in `users`.
+    chats: Vec<(Uuid, Vec<usize>)>,
+    creators: Option<Creators>,
+}
+
+impl Cast {
+    async fn seed(
+        args: &DeliveryArgs,
+        client: &reqwest::Client,
+        servers: &CellServers,
+    ) -> Result<Self, LoadError> {
+        let (url, ops) = (&servers.writer_url, &servers.writer_ops);
+        let users = seed_users(client, ops, args.chats * args.members, "delivery-").await?;
+        let bearers: Vec<HeaderValue> = users
+            .iter()
+            .map(|u| servers.signer.bearer(*u))
+            .collect::<Result<_, _>>()?;
+        let chats = create_groups(client, url, &users, &bearers, args.members, "delivery").await?;
+        let creators = if args.creators > 0 {
+            let pool = seed_users(client, ops, CREATOR_POOL, "mixed-").await?;
+            let bearers: Vec<HeaderValue> = pool
+                .iter()
+                .map(|u| servers.signer.bearer(*u))
+                .collect::<Result<_, _>>()?;
+            Some(Creators {
+                client: client.clone(),
+                url: url.clone(),
+                pool: Arc::new(pool),
+                bearers: Arc::new(bearers),
+                members: CREATOR_MEMBERS,
+                tasks: args.creators,
+            })
+        } else {
+            None
+        };
+        Ok(Self {
+            users,
+            bearers,
+            chats,
+            creators,
+        })
+    }
+}
+
+/// Of the deliveries missing, those whose message the topic does not hold
+/// either (never published, rather than lost on the way); when the topic
+/// cannot be read back (the broker may be what failed), says so and counts
+/// nothing.
+async fn count_unpublished(
+    row: &mut Row,
+    servers: &CellServers,
+    expected: &HashMap<(usize, Uuid), Instant>,
+    got: &HashMap<(usize, Uuid), u32>,
+) {
+    match messages_in_topic(&servers.broker.address, &servers.topic).await {
+        Ok(published) => {
+            row.unpublished = expected
+                .keys()
+                .filter(|key| !got.contains_key(key) && !published.contains(&key.1))
+                .count() as u64;
+        }
+        Err(e) => {
+            println!("{}: the topic could not be read back: {e}", row.variant);
+            row.topic_unread = Some(e.to_string());
+        }
+    }
 }
 
 /// Kills the broker `args.kill_broker_at` into the writes, if asked, and

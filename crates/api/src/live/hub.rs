@@ -379,75 +379,21 @@ impl Hub {
         let mut s = self.lock();
         s.position.advance(partition, offset + 1);
         let shared = Frame::at(&event, &data, &s.position);
-        let joined = event.joining();
-        subscribe(&mut s, chat, joined);
+        subscribe(&mut s, chat, event.joining());
         let targets: Vec<u64> = s
             .by_chat
             .get(&chat)
             .map(|c| c.iter().copied().collect())
             .unwrap_or_default();
-        let mut done = FanOut::default();
-        let mut full = Vec::new();
-        // Split borrows: the position is read while connections change.
-        let State {
-            position,
-            connections,
-            loading,
-            ..
-        } = &mut *s;
-        let at = (partition, offset);
-        // An event for one user (a read marker's move) reaches only that
-        // user's connections.
-        let only_for = event.only_for();
-        let addressed = |c: &Connection| only_for.is_none_or(|u| u == c.user);
-        // Looked up once per loading connection: a new chat may name
-        // thousands of members.
-        let joining: HashSet<Uuid> = if loading.is_empty() {
-            HashSet::new()
-        } else {
-            joined.iter().copied().collect()
+        let delivery = Delivery {
+            event: &event,
+            data: &data,
+            at: (partition, offset),
+            shared: &shared,
         };
-        for id in loading.iter() {
-            let Some(c) = connections.get_mut(id) else {
-                continue;
-            };
-            if !addressed(c) {
-                continue;
-            }
-            let change = if joining.contains(&c.user) {
-                Some(true)
-            } else {
-                change_of(c.user, &event)
-            };
-            let frame = frame_for(c, position, (&event, &data), at, &shared);
-            let Some(held) = c.loading.as_mut() else {
-                continue;
-            };
-            if held.len() >= HELD_WHILE_LOADING {
-                full.push(*id);
-            } else {
-                held.push(Held {
-                    chat,
-                    change,
-                    frame,
-                });
-            }
-        }
-        for id in targets {
-            let Some(c) = connections.get_mut(&id) else {
-                continue;
-            };
-            if !addressed(c) {
-                continue;
-            }
-            let Some(frame) = frame_for(c, position, (&event, &data), at, &shared) else {
-                // Given on the connection this one resumes.
-                continue;
-            };
-            if !c.hand_over(frame, &mut done) {
-                full.push(id);
-            }
-        }
+        let mut done = FanOut::default();
+        let mut full = hold_while_loading(&mut s, &delivery);
+        full.extend(hand_over(&mut s, targets, &delivery, &mut done));
         for id in full {
             if let Some(c) = s.connections.get(&id) {
                 c.state.overflowed.store(true, Ordering::Release);
@@ -507,6 +453,105 @@ fn connections_of(s: &State, user: Uuid) -> Vec<u64> {
 /// at `partition:offset` (`at`): `shared`, unless a resumed connection's own cursor is ahead of
 /// the tail (then a frame naming it), or the event lies before that cursor
 /// (then none: it was given on the connection this one resumes).
+/// One event on its way to the connections: its frame's data (written
+/// once), where it was read, and the frame most connections get.
+struct Delivery<'a> {
+    event: &'a Event,
+    data: &'a str,
+    at: (i32, i64),
+    shared: &'a Frame,
+}
+
+impl Delivery<'_> {
+    /// Whether `c` is addressed: an event for one user (a read marker's
+    /// move) reaches only that user's connections.
+    fn addressed(&self, c: &Connection) -> bool {
+        self.event.only_for().is_none_or(|u| u == c.user)
+    }
+
+    /// `c`'s frame of the event, `None` where `c` was given it on the
+    /// connection it resumes.
+    fn frame_for(&self, c: &mut Connection, position: &Cursor) -> Option<Frame> {
+        frame_for(c, position, (self.event, self.data), self.at, self.shared)
+    }
+}
+
+/// Holds the event for each connection still reading its chats, with what
+/// it changes of the connection's chats (a joining user joins, as the
+/// event says), until the reading is done; answers the connections whose
+/// hold is full.
+fn hold_while_loading(s: &mut State, d: &Delivery<'_>) -> Vec<u64> {
+    let State {
+        position,
+        connections,
+        loading,
+        ..
+    } = s;
+    // Looked up once per loading connection: a new chat may name
+    // thousands of members.
+    let joining: HashSet<Uuid> = if loading.is_empty() {
+        HashSet::new()
+    } else {
+        d.event.joining().iter().copied().collect()
+    };
+    let chat = d.event.chat_id();
+    let mut full = Vec::new();
+    for id in loading.iter() {
+        let Some(c) = connections.get_mut(id) else {
+            continue;
+        };
+        if !d.addressed(c) {
+            continue;
+        }
+        let change = if joining.contains(&c.user) {
+            Some(true)
+        } else {
+            change_of(c.user, d.event)
+        };
+        let frame = d.frame_for(c, position);
+        let Some(held) = c.loading.as_mut() else {
+            continue;
+        };
+        if held.len() >= HELD_WHILE_LOADING {
+            full.push(*id);
+        } else {
+            held.push(Held {
+                chat,
+                change,
+                frame,
+            });
+        }
+    }
+    full
+}
+
+/// Hands the event to each of `targets` (the connections that receive its
+/// chat) it is addressed to, counting into `done`; answers the
+/// connections whose buffer is full.
+fn hand_over(s: &mut State, targets: Vec<u64>, d: &Delivery<'_>, done: &mut FanOut) -> Vec<u64> {
+    let State {
+        position,
+        connections,
+        ..
+    } = s;
+    let mut full = Vec::new();
+    for id in targets {
+        let Some(c) = connections.get_mut(&id) else {
+            continue;
+        };
+        if !d.addressed(c) {
+            continue;
+        }
+        let Some(frame) = d.frame_for(c, position) else {
+            continue;
+        };
+        if !c.hand_over(frame, done) {
+            full.push(id);
+        }
+    }
+    full
+}
+
 fn frame_for(
     c: &mut Connection,
     position: &Cursor,

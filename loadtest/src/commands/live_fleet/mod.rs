@@ -173,104 +173,201 @@ pub async fn run(args: LiveFleetArgs) -> Result<bool, LoadError> {
         .tcp_nodelay(true)
         .build()
         .map_err(|e| LoadError::http("building the HTTP client", e))?;
-
-    let broker = Broker::start(
-        &args.tansu_bin,
-        &args.out.join("broker"),
-        BrokerStorage::Sqlite,
-    )
-    .await?;
-    let signer = Arc::new(Signer::generate(DEFAULT_ISSUER)?);
-    let mut env = vec![
-        ("DATABASE_URL".to_owned(), args.database_url.clone()),
-        ("KAFKA_BROKERS".to_owned(), broker.address.clone()),
-        (
-            "KAFKA_TOPIC".to_owned(),
-            format!("chatlab-live-fleet-{}", Uuid::now_v7().simple()),
-        ),
-        ("KAFKA_PUBLISH_MODE".to_owned(), "after_commit".to_owned()),
-        ("RUST_LOG".to_owned(), "warn".to_owned()),
-        ("LOG_FORMAT".to_owned(), "json".to_owned()),
-    ];
-    env.extend(args.env.iter().cloned());
-    let spec = FleetSpec {
-        binary: args.binary.clone(),
-        count: args.instances,
-        env,
-        log_dir: args.out.join("servers"),
-        signer: Arc::clone(&signer),
-    };
-    let fleet = Fleet::start(&spec, &client).await?;
-    let backends = fleet
-        .servers
-        .iter()
-        .enumerate()
-        .map(|(n, s)| backend(n, &s.url, &s.ops_url))
-        .collect::<Result<Vec<_>, _>>()?;
-    let balancer_spec = args.balancer_spec(args.out.join("balancer"), backends);
-    if balancer_spec.streams() < args.streams() {
-        return Err(LoadError::Usage(format!(
-            "{} balancer processes hold {} streams, fewer than {}",
-            balancer_spec.processes,
-            balancer_spec.streams(),
-            args.streams()
-        )));
-    }
-    let balancer = Balancer::start(&balancer_spec).await?;
-    let writer = fleet.first()?;
-
-    println!("seeding {} users in {} chats", args.streams(), args.chats);
-    let users = seed_users(&client, &writer.ops_url, args.streams(), "fleet-").await?;
-    let bearers: Vec<HeaderValue> = users
-        .iter()
-        .map(|u| signer.bearer(*u))
-        .collect::<Result<_, _>>()?;
-    let chats = create_groups(
-        &client,
-        &writer.url,
-        &users,
-        &bearers,
-        args.members,
-        "fleet",
-    )
-    .await?;
-
-    println!(
-        "opening {} streams through {} balancer processes",
-        users.len(),
-        balancer_spec.processes
-    );
-    let tokens: Vec<String> = users
-        .iter()
-        .map(|u| signer.token(*u))
-        .collect::<Result<_, _>>()?;
-    let opened_at = now_ns();
-    let mut clients = clients::Clients::start(
-        &args.out.join("clients"),
-        &balancer.url,
-        &tokens,
-        args.client_processes,
-    )
-    .await?;
-    let all_open_ms = (now_ns() - opened_at) as f64 / 1e6;
+    let tier = Tier::start(&args, &client).await?;
+    let mut audience = Audience::open(&args, &client, &tier).await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
+    let spread = streams_per_instance(&client, &tier.fleet.ops_urls()).await;
+    let window = write_watched(&args, &client, &tier, &audience).await?;
+    tokio::time::sleep(args.drain).await;
+    let spread_after = streams_per_instance(&client, &tier.fleet.ops_urls()).await;
+    let records = audience.clients.stop().await?;
 
-    let instance_pids: Vec<u32> = fleet.servers.iter().map(|s| s.pid).collect();
-    let spread = streams_per_instance(&client, &fleet.ops_urls()).await;
+    let figures = tally::tally(&window.writes, &audience.chats, &records, window.killed_at);
+    let run = report::Run {
+        streams: audience.users.len(),
+        all_open_ms: audience.all_open_ms,
+        spread,
+        spread_after,
+        rss_before: window.rss_before,
+        rss_after: window.rss_after,
+        balancer_rss: window.balancer_rss,
+        broker_cpu: window.broker_cpu,
+        cpu: window.cpu,
+        figures,
+    };
+    let text = report::results_md(&args, &tier.balancer_spec, &postgres, &run, &machine_note());
+    let path = args.out.join("results.md");
+    std::fs::write(&path, &text).map_err(|e| LoadError::file(&path, e))?;
+    println!("{text}\nwritten to {}", args.out.display());
+    drop(tier);
+    Ok(run.is_clean(args.p99_target) || !args.strict)
+}
+
+/// The live tier under test: a broker, the chatlab instances, and the
+/// balancer in front of them. Dropping it stops them, the balancer first.
+struct Tier {
+    balancer: Balancer,
+    balancer_spec: BalancerSpec,
+    fleet: Fleet,
+    broker: Broker,
+    signer: Arc<Signer>,
+}
+
+impl Tier {
+    /// Starts the broker, `args.instances` instances publishing after
+    /// commit to a topic of their own, and the balancer, which must hold
+    /// every stream the run opens.
+    async fn start(args: &LiveFleetArgs, client: &reqwest::Client) -> Result<Self, LoadError> {
+        let broker = Broker::start(
+            &args.tansu_bin,
+            &args.out.join("broker"),
+            BrokerStorage::Sqlite,
+        )
+        .await?;
+        let signer = Arc::new(Signer::generate(DEFAULT_ISSUER)?);
+        let mut env = vec![
+            ("DATABASE_URL".to_owned(), args.database_url.clone()),
+            ("KAFKA_BROKERS".to_owned(), broker.address.clone()),
+            (
+                "KAFKA_TOPIC".to_owned(),
+                format!("chatlab-live-fleet-{}", Uuid::now_v7().simple()),
+            ),
+            ("KAFKA_PUBLISH_MODE".to_owned(), "after_commit".to_owned()),
+            ("RUST_LOG".to_owned(), "warn".to_owned()),
+            ("LOG_FORMAT".to_owned(), "json".to_owned()),
+        ];
+        env.extend(args.env.iter().cloned());
+        let spec = FleetSpec {
+            binary: args.binary.clone(),
+            count: args.instances,
+            env,
+            log_dir: args.out.join("servers"),
+            signer: Arc::clone(&signer),
+        };
+        let fleet = Fleet::start(&spec, client).await?;
+        let backends = fleet
+            .servers
+            .iter()
+            .enumerate()
+            .map(|(n, s)| backend(n, &s.url, &s.ops_url))
+            .collect::<Result<Vec<_>, _>>()?;
+        let balancer_spec = args.balancer_spec(args.out.join("balancer"), backends);
+        if balancer_spec.streams() < args.streams() {
+            return Err(LoadError::Usage(format!(
+                "{} balancer processes hold {} streams, fewer than {}",
+                balancer_spec.processes,
+                balancer_spec.streams(),
+                args.streams()
+            )));
+        }
+        let balancer = Balancer::start(&balancer_spec).await?;
+        Ok(Self {
+            balancer,
+            balancer_spec,
+            fleet,
+            broker,
+            signer,
+        })
+    }
+}
+
+/// The members listening: seeded users in group chats, each with a live
+/// stream open through the balancer.
+struct Audience {
+    users: Vec<Uuid>,
+    bearers: Vec<HeaderValue>,
+    /// Each chat and the indexes of its members in `users`.
+    chats: Vec<(Uuid, Vec<usize>)>,
+    clients: clients::Clients,
+    /// How long opening every stream took.
+    all_open_ms: f64,
+}
+
+impl Audience {
+    /// Seeds the users and their chats through the first instance, then
+    /// opens one stream each through the balancer.
+    async fn open(
+        args: &LiveFleetArgs,
+        client: &reqwest::Client,
+        tier: &Tier,
+    ) -> Result<Self, LoadError> {
+        let writer = tier.fleet.first()?;
+        println!("seeding {} users in {} chats", args.streams(), args.chats);
+        let users = seed_users(client, &writer.ops_url, args.streams(), "fleet-").await?;
+        let bearers: Vec<HeaderValue> = users
+            .iter()
+            .map(|u| tier.signer.bearer(*u))
+            .collect::<Result<_, _>>()?;
+        let chats =
+            create_groups(client, &writer.url, &users, &bearers, args.members, "fleet").await?;
+        println!(
+            "opening {} streams through {} balancer processes",
+            users.len(),
+            tier.balancer_spec.processes
+        );
+        let tokens: Vec<String> = users
+            .iter()
+            .map(|u| tier.signer.token(*u))
+            .collect::<Result<_, _>>()?;
+        let opened_at = now_ns();
+        let clients = clients::Clients::start(
+            &args.out.join("clients"),
+            &tier.balancer.url,
+            &tokens,
+            args.client_processes,
+        )
+        .await?;
+        Ok(Self {
+            users,
+            bearers,
+            chats,
+            clients,
+            all_open_ms: (now_ns() - opened_at) as f64 / 1e6,
+        })
+    }
+}
+
+/// What the writing window measured.
+struct Window {
+    writes: Vec<Write>,
+    /// When the last instance was killed, if the run killed it.
+    killed_at: Option<u64>,
+    rss_before: Vec<f64>,
+    rss_after: Vec<f64>,
+    balancer_rss: f64,
+    broker_cpu: Option<f64>,
+    cpu: report::Cpu,
+}
+
+/// Writes messages at the run's rate for its duration (killing the last
+/// instance meanwhile when asked), with each process group's CPU and the
+/// instances' memory sampled before and after.
+async fn write_watched(
+    args: &LiveFleetArgs,
+    client: &reqwest::Client,
+    tier: &Tier,
+    audience: &Audience,
+) -> Result<Window, LoadError> {
+    let writer = tier.fleet.first()?;
+    let instance_pids: Vec<u32> = tier.fleet.servers.iter().map(|s| s.pid).collect();
     let rss_before: Vec<f64> = instance_pids.iter().map(|&p| rss(p)).collect();
-    let broker_cpu_before = procstat::sample(broker.pid()).map(|s| s.cpu_secs);
-    let groups = [instance_pids.clone(), balancer.pids(), clients.pids()];
+    let broker_cpu_before = procstat::sample(tier.broker.pid()).map(|s| s.cpu_secs);
+    let groups = [
+        instance_pids.clone(),
+        tier.balancer.pids(),
+        audience.clients.pids(),
+    ];
     let groups_before: Vec<Vec<f64>> = groups.iter().map(|g| cpu_secs(g)).collect();
     let machine_before = noise::machine_ticks();
-    let victim = fleet.servers.last().map(|s| s.pid);
+    let victim = tier.fleet.servers.last().map(|s| s.pid);
     let start = now_ns();
     let (writes, killed_at) = tokio::join!(
         async {
             write_messages(
-                &client,
+                client,
                 &writer.url,
-                &chats,
-                &bearers,
+                &audience.chats,
+                &audience.bearers,
                 (args.rate, args.duration),
                 |i| format!("fleet {i}"),
             )
@@ -293,56 +390,42 @@ pub async fn run(args: LiveFleetArgs) -> Result<bool, LoadError> {
         }
     );
     let writing_secs = (now_ns() - start) as f64 / 1e9;
-    let rss_after: Vec<f64> = instance_pids.iter().map(|&p| rss(p)).collect();
-    let broker_cpu = procstat::sample(broker.pid())
-        .map(|s| s.cpu_secs)
-        .zip(broker_cpu_before)
-        .map(|(after, before)| (after - before) / writing_secs * 100.0);
-    let balancer_rss: f64 = balancer.pids().iter().map(|&p| rss(p)).sum();
     let per_core = |secs: f64| secs / writing_secs * 100.0;
     let spent: Vec<f64> = groups
         .iter()
         .zip(&groups_before)
         .map(|(g, before)| per_core(cpu_spent(before, &cpu_secs(g))))
         .collect();
-    let cpu = report::Cpu {
-        instances: spent[0],
-        balancer: spent[1],
-        clients: spent[2],
-        machine: noise::machine_ticks().zip(machine_before).map(
-            |((busy, total), (busy0, total0))| {
-                let cores = std::thread::available_parallelism().map_or(1, usize::from) as f64;
-                busy.saturating_sub(busy0) as f64 / total.saturating_sub(total0).max(1) as f64
-                    * cores
-                    * 100.0
-            },
-        ),
-    };
-    tokio::time::sleep(args.drain).await;
-    let spread_after = streams_per_instance(&client, &fleet.ops_urls()).await;
-    let records = clients.stop().await?;
-
-    let figures = tally::tally(&writes, &chats, &records, killed_at);
-    let run = report::Run {
-        streams: users.len(),
-        all_open_ms,
-        spread,
-        spread_after,
+    Ok(Window {
+        writes,
+        killed_at,
         rss_before,
-        rss_after,
-        balancer_rss,
-        broker_cpu,
-        cpu,
-        figures,
-    };
-    let text = report::results_md(&args, &balancer_spec, &postgres, &run, &machine_note());
-    let path = args.out.join("results.md");
-    std::fs::write(&path, &text).map_err(|e| LoadError::file(&path, e))?;
-    println!("{text}\nwritten to {}", args.out.display());
-    drop(balancer);
-    drop(fleet);
-    drop(broker);
-    Ok(run.is_clean(args.p99_target) || !args.strict)
+        rss_after: instance_pids.iter().map(|&p| rss(p)).collect(),
+        balancer_rss: tier.balancer.pids().iter().map(|&p| rss(p)).sum(),
+        broker_cpu: procstat::sample(tier.broker.pid())
+            .map(|s| s.cpu_secs)
+            .zip(broker_cpu_before)
+            .map(|(after, before)| per_core(after - before)),
+        cpu: report::Cpu {
+            instances: spent[0],
+            balancer: spent[1],
+            clients: spent[2],
+            machine: machine_busy_per_core(machine_before),
+        },
+    })
+}
+
+/// The whole machine's busy share since `before`, in percent of one core
+/// (so 200 is two cores busy).
+fn machine_busy_per_core(before: Option<(u64, u64)>) -> Option<f64> {
+    noise::machine_ticks()
+        .zip(before)
+        .map(|((busy, total), (busy0, total0))| {
+            let cores = std::thread::available_parallelism().map_or(1, usize::from) as f64;
+            busy.saturating_sub(busy0) as f64 / total.saturating_sub(total0).max(1) as f64
+                * cores
+                * 100.0
+        })
 }
 
 /// Instance `n` as the balancer sees it.
