@@ -249,6 +249,20 @@ mod tests {
     }
 
     #[tokio::test(flavor = "current_thread")]
+    async fn a_failed_accept_is_counted_and_paused_not_retried_at_once() {
+        let counters = Counters::default();
+        let e = io::Error::from_raw_os_error(24); // EMFILE: too many open files
+        let started = tokio::time::Instant::now();
+        accept_failed(&counters, "test", &e).await;
+        let stats = counters.snapshot(false);
+        assert_eq!(stats.accept_errors, 1, "{stats:?}");
+        assert!(
+            started.elapsed() >= ACCEPT_BACKOFF,
+            "the next accept waits its backoff"
+        );
+    }
+
+    #[tokio::test]
     async fn a_reset_is_counted_as_a_read_error_not_a_close() {
         let p = proxy(Duration::ZERO).await;
         let mut s = TcpStream::connect(p.local_addr()).await.unwrap();
