@@ -390,26 +390,20 @@ pub(crate) fn broker_note(stated: Option<&str>, envs: &[&[(String, String)]]) ->
 }
 
 /// The first line of every results.md: the machine the run shared with
-/// PostgreSQL and the servers (cores, memory, CPU model) and when.
+/// PostgreSQL and the servers (cores, memory and CPU model, from
+/// `/proc/meminfo` and `/proc/cpuinfo` through the procfs crate) and when.
 pub(crate) fn machine_note() -> String {
+    use procfs::Current as _;
+
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let mem = std::fs::read_to_string("/proc/meminfo")
+    let mem = procfs::Meminfo::current()
         .ok()
-        .and_then(|m| {
-            m.lines()
-                .find_map(|l| l.strip_prefix("MemTotal:"))
-                .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
-        })
-        .map_or_else(String::new, |kib| {
-            format!(", {:.0} GiB", kib / 1024.0 / 1024.0)
+        .map_or_else(String::new, |m| {
+            format!(", {:.0} GiB", m.mem_total as f64 / 1024.0 / 1024.0 / 1024.0)
         });
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+    let cpu = procfs::CpuInfo::current()
         .ok()
-        .and_then(|c| {
-            c.lines()
-                .find_map(|l| l.strip_prefix("model name"))
-                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
-        })
+        .and_then(|c| c.model_name(0).map(str::to_owned))
         .unwrap_or_default();
     format!(
         "Machine: {cores} cores{mem} ({cpu}); PostgreSQL, the servers and the load tool share it. {}",
@@ -559,5 +553,33 @@ mod tests {
             broker_note(None, &[&base, &a, &b]),
             "Broker: Kafka's mock cluster inside each server (KAFKA_BROKERS unset), KAFKA_MOCK_BROKER_RTT_MS=5, 20 ms injected."
         );
+    }
+
+    #[test]
+    fn the_machine_note_gives_this_machine_s_memory_and_cpu() {
+        let note = machine_note();
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert!(
+            note.starts_with(&format!("Machine: {cores} cores, ")),
+            "{note}"
+        );
+        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
+        let kib: f64 = meminfo
+            .lines()
+            .find_map(|l| l.strip_prefix("MemTotal:"))
+            .and_then(|v| v.split_whitespace().next())
+            .unwrap()
+            .parse()
+            .unwrap();
+        let gib = format!(", {:.0} GiB (", kib / 1024.0 / 1024.0);
+        assert!(note.contains(&gib), "{note} lacks {gib}");
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap();
+        if let Some(model) = cpuinfo
+            .lines()
+            .find_map(|l| l.strip_prefix("model name"))
+            .map(|v| v.trim_start_matches([' ', '\t', ':']))
+        {
+            assert!(note.contains(&format!("({model})")), "{note} lacks {model}");
+        }
     }
 }

@@ -1,7 +1,8 @@
 //! What disturbs a round: the machine's load average before and at its
-//! end, the CPU the hypervisor stole (`/proc/stat`), and the CPU of the
-//! processes that are not the experiment's own (a build, a browser, an
-//! indexer), so a round that ran beside something else shows it.
+//! end (`/proc/loadavg`), the CPU the hypervisor stole (`/proc/stat`), and
+//! the CPU of the processes that are not the experiment's own (a build, a
+//! browser, an indexer; `/proc/<pid>/stat`), so a round that ran beside
+//! something else shows it. All of it is read through the procfs crate.
 //!
 //! The experiment's own processes are known by name: chatlab, the load
 //! tool, PostgreSQL, pgbench, the broker, PgBouncer and the delay proxy.
@@ -10,7 +11,9 @@
 //! still shows in the machine's busy share).
 
 use std::collections::HashMap;
-use std::fs;
+
+use procfs::prelude::*;
+use procfs::process::StatFlags;
 
 /// Process names (`/proc/<pid>/comm`, 15 characters at most) that are
 /// part of an experiment.
@@ -23,9 +26,6 @@ const OURS: &[&str] = &[
     "tansu",
     "pgbouncer",
 ];
-
-/// USER_HZ, the unit of `/proc` CPU times.
-const TICKS_PER_SEC: f64 = 100.0;
 
 /// The disturbance of one round.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -146,85 +146,47 @@ pub fn machine_ticks() -> Option<(u64, u64)> {
     cpu_times().map(|t| (t.busy(), t.total()))
 }
 
-fn cpu_times() -> Option<CpuTimes> {
-    parse_cpu_line(&fs::read_to_string("/proc/stat").ok()?)
-}
-
 /// user nice system idle iowait irq softirq steal (guest time is already
-/// in user and nice).
-fn parse_cpu_line(stat: &str) -> Option<CpuTimes> {
-    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
-    let f: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .take(8)
-        .map(|v| v.parse().ok())
-        .collect::<Option<_>>()?;
-    (f.len() == 8).then(|| CpuTimes {
-        idle: f[3],
-        iowait: f[4],
-        steal: f[7],
-        all: f.iter().sum(),
+/// in user and nice); `None` when the kernel leaves any of them out.
+fn cpu_times() -> Option<CpuTimes> {
+    let cpu = procfs::KernelStats::current().ok()?.total;
+    let (iowait, steal) = (cpu.iowait?, cpu.steal?);
+    Some(CpuTimes {
+        idle: cpu.idle,
+        iowait,
+        steal,
+        all: cpu.user + cpu.nice + cpu.system + cpu.idle + iowait + cpu.irq? + cpu.softirq? + steal,
     })
 }
 
 fn load_average() -> Option<f64> {
-    fs::read_to_string("/proc/loadavg")
-        .ok()?
-        .split_whitespace()
-        .next()?
-        .parse()
+    procfs::LoadAverage::current()
         .ok()
+        .map(|l| f64::from(l.one))
 }
 
 /// Every process that is not the experiment's: pid → (name, CPU seconds).
+/// Kernel threads are left out (a kworker flushing PostgreSQL's writes
+/// works for the experiment; the machine's busy share counts it anyway).
 fn other_processes() -> HashMap<u32, (String, f64)> {
     let mut out = HashMap::new();
-    let Ok(entries) = fs::read_dir("/proc") else {
+    let Ok(processes) = procfs::process::all_processes() else {
         return out;
     };
+    let ticks_per_sec = procfs::ticks_per_second().max(1) as f64;
     let me = std::process::id();
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
+    for stat in processes.flatten().filter_map(|p| p.stat().ok()) {
+        let Ok(pid) = u32::try_from(stat.pid) else {
             continue;
         };
-        if pid == me {
+        let kernel_thread = stat.flags & StatFlags::PF_KTHREAD.bits() != 0;
+        if pid == me || kernel_thread || OURS.contains(&stat.comm.as_str()) {
             continue;
         }
-        let Ok(stat) = fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        if let Some((name, ticks)) = parse_stat(&stat)
-            && !OURS.contains(&name.as_str())
-        {
-            out.insert(pid, (name, ticks / TICKS_PER_SEC));
-        }
+        let secs = (stat.utime + stat.stime) as f64 / ticks_per_sec;
+        out.insert(pid, (stat.comm, secs));
     }
     out
-}
-
-/// `PF_KTHREAD` in a process's flags: a kernel thread.
-const KERNEL_THREAD: u64 = 0x0020_0000;
-
-/// A process's name and user + system ticks from `/proc/<pid>/stat`;
-/// `None` for a kernel thread (a kworker flushing PostgreSQL's writes
-/// works for the experiment; the machine's busy share counts it anyway).
-fn parse_stat(stat: &str) -> Option<(String, f64)> {
-    let open = stat.find('(')?;
-    let close = stat.rfind(')')?;
-    let name = stat.get(open + 1..close)?.to_owned();
-    let fields: Vec<&str> = stat.get(close + 1..)?.split_whitespace().collect();
-    let flags: u64 = fields.get(6)?.parse().ok()?;
-    if flags & KERNEL_THREAD != 0 {
-        return None;
-    }
-    let utime: f64 = fields.get(11)?.parse().ok()?;
-    let stime: f64 = fields.get(12)?.parse().ok()?;
-    Some((name, utime + stime))
 }
 
 #[cfg(test)]
@@ -232,17 +194,68 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reads_the_machine_s_cpu_line_and_a_process_s_times() {
-        let stat = "cpu  100 5 50 800 10 2 3 30 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n";
-        let t = parse_cpu_line(stat).unwrap();
-        assert_eq!(t.total(), 1000);
-        assert_eq!(t.steal, 30);
-        assert_eq!(t.busy(), 1000 - 800 - 10 - 30);
-        let p = "42 (cc1 plus) R 1 42 42 0 -1 4194560 1 0 0 0 250 50 0 0 20 0 9 0 1 2 3";
-        assert_eq!(parse_stat(p), Some(("cc1 plus".to_owned(), 300.0)));
-        let kworker =
-            "9 (kworker/0:1-events) I 2 0 0 0 -1 69238880 0 0 0 0 0 25 0 0 20 0 1 0 1 0 0";
-        assert_eq!(parse_stat(kworker), None);
+    fn the_machine_s_ticks_grow_with_the_work_done_on_it() {
+        let (busy_before, total_before) = machine_ticks().unwrap();
+        assert!(busy_before <= total_before);
+        let started = std::time::Instant::now();
+        let mut spins = 0u64;
+        while started.elapsed() < std::time::Duration::from_millis(300) {
+            spins = std::hint::black_box(spins.wrapping_add(1));
+        }
+        let (busy_after, total_after) = machine_ticks().unwrap();
+        let elapsed = started.elapsed().as_secs_f64();
+        assert!(busy_after <= total_after);
+        let (busy, total) = (busy_after - busy_before, total_after - total_before);
+        let ticks_per_sec = procfs::ticks_per_second() as f64;
+        // This thread spun for 0.3 s: a tenth of a second of busy time at
+        // least, however crowded the machine.
+        assert!(
+            busy as f64 >= 0.1 * ticks_per_sec,
+            "busy {busy} of {total} ticks"
+        );
+        // Every CPU's time, in ticks: about the time that passed on each.
+        let cpus = procfs::KernelStats::current().unwrap().cpu_time.len() as f64;
+        let expected = elapsed * ticks_per_sec * cpus;
+        assert!(
+            (total as f64) >= 0.5 * expected - 2.0 * cpus
+                && (total as f64) <= 1.5 * expected + 2.0 * cpus,
+            "{total} ticks in {elapsed} s on {cpus} CPUs"
+        );
+        let load = load_average().unwrap();
+        assert!(load.is_finite() && load >= 0.0, "{load}");
+    }
+
+    #[test]
+    fn other_processes_are_named_and_the_experiment_s_own_left_out() {
+        // The same program, once under its own name and once under one of
+        // the experiment's.
+        let dir = std::env::temp_dir().join(format!("chatlab-noise-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ours = dir.join("pgbench");
+        std::fs::copy("/bin/sleep", &ours).unwrap();
+        let mut other = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let mut mine = std::process::Command::new(&ours).arg("30").spawn().unwrap();
+        let others = other_processes();
+        other.kill().unwrap();
+        other.wait().unwrap();
+        mine.kill().unwrap();
+        mine.wait().unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let (name, secs) = &others[&other.id()];
+        assert_eq!(name, "sleep");
+        assert!(*secs >= 0.0 && *secs < 5.0, "{secs}");
+        assert!(!others.contains_key(&mine.id()), "{others:?}");
+        assert!(!others.contains_key(&std::process::id()));
+        // kthreadd, where this machine shows it.
+        let kthreadd = procfs::process::Process::new(2).and_then(|p| p.stat());
+        if let Ok(stat) = kthreadd
+            && stat.flags & StatFlags::PF_KTHREAD.bits() != 0
+        {
+            assert!(!others.contains_key(&2), "{:?}", others.get(&2));
+        }
     }
 
     #[test]

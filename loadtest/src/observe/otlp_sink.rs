@@ -8,11 +8,12 @@
 //! It speaks OTLP over HTTP with protobuf bodies (`POST /v1/traces`,
 //! answered `200` with an empty `ExportTraceServiceResponse`, which is the
 //! protocol's success), not gRPC: a variant that asks for another protocol
-//! and the sink is refused. Spans are counted by walking the protobuf wire
-//! format down the three levels that hold them (request → resource spans →
-//! scope spans → spans), which needs no generated types; a body that is not
-//! protobuf is counted as undecoded. Gzip bodies are inflated by actix-web
-//! before they are counted.
+//! and the sink is refused. Each body is decoded as an
+//! `ExportTraceServiceRequest` (opentelemetry-proto's generated types,
+//! decoded by prost) and its spans counted down the three levels that hold
+//! them (request → resource spans → scope spans → spans); a body that does
+//! not decode is counted as undecoded. Gzip bodies are inflated by
+//! actix-web before they are counted.
 
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
@@ -20,6 +21,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use actix_web::dev::ServerHandle;
 use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use prost::Message as _;
 
 use crate::error::LoadError;
 use crate::servers::variant::ServerVariant;
@@ -226,113 +229,83 @@ pub fn point_at(variants: &[ServerVariant], base_url: &str) -> Result<Vec<Server
     Ok(out)
 }
 
-/// The spans in an OTLP `ExportTraceServiceRequest`: its `resource_spans`
-/// (field 1), their `scope_spans` (field 2), their `spans` (field 2).
-/// `None` when the bytes are not a well-formed protobuf message.
+/// The spans in an OTLP `ExportTraceServiceRequest`, summed over its
+/// resource spans and their scope spans. `None` when the bytes do not
+/// decode as one.
 pub fn count_spans(message: &[u8]) -> Option<u64> {
-    let mut spans = 0u64;
-    for resource_spans in submessages(message, 1)? {
-        for scope_spans in submessages(resource_spans, 2)? {
-            spans += submessages(scope_spans, 2)?.len() as u64;
-        }
-    }
-    Some(spans)
-}
-
-/// The length-delimited fields numbered `field` of a protobuf message,
-/// every other field skipped by its wire type.
-fn submessages(mut buf: &[u8], field: u64) -> Option<Vec<&[u8]>> {
-    let mut out = Vec::new();
-    while !buf.is_empty() {
-        let key = varint(&mut buf)?;
-        match key & 7 {
-            0 => {
-                varint(&mut buf)?;
-            }
-            1 => buf = buf.get(8..)?,
-            2 => {
-                let len = usize::try_from(varint(&mut buf)?).ok()?;
-                let value = buf.get(..len)?;
-                buf = buf.get(len..)?;
-                if key >> 3 == field {
-                    out.push(value);
-                }
-            }
-            5 => buf = buf.get(4..)?,
-            // Groups (3, 4) are not in OTLP; 6 and 7 do not exist.
-            _ => return None,
-        }
-    }
-    Some(out)
-}
-
-/// A base-128 varint, consumed from the front of `buf`.
-fn varint(buf: &mut &[u8]) -> Option<u64> {
-    let mut value = 0u64;
-    for shift in (0..64).step_by(7) {
-        let (&byte, rest) = buf.split_first()?;
-        *buf = rest;
-        value |= u64::from(byte & 0x7f) << shift;
-        if byte & 0x80 == 0 {
-            return Some(value);
-        }
-    }
-    None
+    let request = ExportTraceServiceRequest::decode(message).ok()?;
+    Some(
+        request
+            .resource_spans
+            .iter()
+            .flat_map(|r| &r.scope_spans)
+            .map(|s| s.spans.len() as u64)
+            .sum(),
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use opentelemetry_proto::tonic::common::v1::{
+        AnyValue, InstrumentationScope, KeyValue, any_value,
+    };
+    use opentelemetry_proto::tonic::resource::v1::Resource;
+    use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span, span};
     use proptest::prelude::*;
 
-    fn encode_varint(mut v: u64, out: &mut Vec<u8>) {
-        while v >= 0x80 {
-            out.push((v as u8) | 0x80);
-            v >>= 7;
+    fn text(key: &str, value: &str) -> KeyValue {
+        KeyValue {
+            key: key.to_owned(),
+            value: Some(AnyValue {
+                value: Some(any_value::Value::StringValue(value.to_owned())),
+            }),
+            ..KeyValue::default()
         }
-        out.push(v as u8);
     }
 
-    /// A length-delimited field.
-    fn bytes_field(field: u64, value: &[u8]) -> Vec<u8> {
-        let mut out = Vec::new();
-        encode_varint(field << 3 | 2, &mut out);
-        encode_varint(value.len() as u64, &mut out);
-        out.extend_from_slice(value);
-        out
+    /// A span as an exporter writes one: ids, name, kind, start and end,
+    /// an attribute.
+    fn span(name: &str) -> Span {
+        Span {
+            trace_id: vec![7; 16],
+            span_id: vec![9; 8],
+            name: name.to_owned(),
+            kind: span::SpanKind::Server as i32,
+            start_time_unix_nano: 1_700_000_000_000_000_000,
+            end_time_unix_nano: 1_700_000_000_001_000_000,
+            attributes: vec![text("db.system.name", "postgresql")],
+            ..Span::default()
+        }
     }
 
-    /// A span as an exporter writes one: ids, name, kind (varint), start
-    /// and end (fixed64), an attribute.
-    fn span(name: &str) -> Vec<u8> {
-        let mut s = bytes_field(1, &[7; 16]);
-        s.extend(bytes_field(2, &[9; 8]));
-        s.extend(bytes_field(5, name.as_bytes()));
-        s.extend([6 << 3, 2]); // kind = SERVER
-        s.push(7 << 3 | 1); // start_time_unix_nano, fixed64
-        s.extend(1_700_000_000_000_000_000u64.to_le_bytes());
-        s.push(8 << 3 | 1);
-        s.extend(1_700_000_000_001_000_000u64.to_le_bytes());
-        s.extend(bytes_field(9, &bytes_field(1, b"db.system.name")));
-        s
-    }
-
-    /// `spans[i][j]`: the spans of scope j of resource i.
+    /// `resources[i][j]`: the number of spans of scope j of resource i,
+    /// encoded.
     fn request(resources: &[Vec<usize>]) -> Vec<u8> {
-        let mut out = Vec::new();
-        for scopes in resources {
-            let mut rs = bytes_field(1, &bytes_field(1, b"service.name"));
-            for &n in scopes {
-                let mut ss = bytes_field(1, &bytes_field(1, b"chatlab"));
-                for i in 0..n {
-                    ss.extend(bytes_field(2, &span(&format!("span {i}"))));
-                }
-                ss.extend(bytes_field(3, b"https://opentelemetry.io/schemas/1.30.0"));
-                rs.extend(bytes_field(2, &ss));
-            }
-            out.extend(bytes_field(1, &rs));
+        ExportTraceServiceRequest {
+            resource_spans: resources
+                .iter()
+                .map(|scopes| ResourceSpans {
+                    resource: Some(Resource {
+                        attributes: vec![text("service.name", "chatlab")],
+                        ..Resource::default()
+                    }),
+                    scope_spans: scopes
+                        .iter()
+                        .map(|&n| ScopeSpans {
+                            scope: Some(InstrumentationScope {
+                                name: "chatlab".to_owned(),
+                                ..InstrumentationScope::default()
+                            }),
+                            spans: (0..n).map(|i| span(&format!("span {i}"))).collect(),
+                            schema_url: "https://opentelemetry.io/schemas/1.30.0".to_owned(),
+                        })
+                        .collect(),
+                    ..ResourceSpans::default()
+                })
+                .collect(),
         }
-        out
+        .encode_to_vec()
     }
 
     proptest! {
@@ -361,10 +334,16 @@ mod tests {
     #[test]
     fn an_empty_request_has_no_spans_and_a_cut_one_is_malformed() {
         assert_eq!(count_spans(&[]), Some(0));
+        // Two resources, each with scopes of 3 spans: 2 × (3 + 3).
+        assert_eq!(count_spans(&request(&[vec![3, 3], vec![3, 3]])), Some(12));
         let whole = request(&[vec![3]]);
         assert_eq!(count_spans(&whole), Some(3));
         assert_eq!(count_spans(&whole[..whole.len() - 3]), None);
         assert_eq!(count_spans(b"{\"resourceSpans\":[]}"), None);
+        // Not protobuf at all: a wire type that does not exist, a length
+        // past the end.
+        assert_eq!(count_spans(&[0xff; 16]), None);
+        assert_eq!(count_spans(&[0x0a, 0x7f, 0x01]), None);
     }
 
     fn variant(s: &str) -> ServerVariant {
@@ -445,6 +424,14 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(json.status(), 200);
+        let garbage = client
+            .post(&url)
+            .header("content-type", "application/x-protobuf")
+            .body(vec![0xffu8; 16])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(garbage.status(), 200);
         let elsewhere = client
             .post(format!("{}/v1/metrics", sink.base_url()))
             .body(body.clone())
@@ -466,10 +453,10 @@ mod tests {
         assert_eq!(
             counts.since(before),
             SinkCounts {
-                requests: 1,
-                bytes: 2,
+                requests: 2,
+                bytes: 2 + 16,
                 spans: 0,
-                undecoded: 1
+                undecoded: 2
             }
         );
     }

@@ -1,7 +1,12 @@
-//! A server process's memory and CPU, read from `/proc` (Linux), and the
-//! process that listens on a local port.
+//! A server process's memory, CPU and context switches, and the process
+//! that listens on a local port, read from `/proc` (Linux) through the
+//! procfs crate. Each function answers `None` where `/proc` cannot be read
+//! or the process is gone.
 
-use std::fs;
+use std::collections::HashSet;
+
+use procfs::net::{TcpNetEntry, TcpState};
+use procfs::process::{FDTarget, Process};
 
 /// Resident set size and CPU time of a process at one moment.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -53,147 +58,95 @@ impl std::ops::AddAssign for Switches {
 }
 
 /// Reads `voluntary_ctxt_switches` and `nonvoluntary_ctxt_switches` of every
-/// thread in `/proc/<pid>/task/*/status` (the process's own `status` counts
-/// its main thread only).
+/// thread (`/proc/<pid>/task/*/status`; the process's own `status` counts
+/// its main thread only). A thread that exits while it is read is left out.
 pub fn switches(pid: u32) -> Option<Switches> {
     let mut total = Switches::default();
-    for task in fs::read_dir(format!("/proc/{pid}/task")).ok()?.flatten() {
-        if let Ok(status) = fs::read_to_string(task.path().join("status")) {
-            total += parse_switches(&status);
+    for task in process(pid)?.tasks().ok()?.flatten() {
+        if let Ok(status) = task.status() {
+            total += Switches {
+                voluntary: status.voluntary_ctxt_switches.unwrap_or(0),
+                involuntary: status.nonvoluntary_ctxt_switches.unwrap_or(0),
+            };
         }
     }
     Some(total)
 }
 
-fn parse_switches(status: &str) -> Switches {
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(0)
-    };
-    Switches {
-        voluntary: field("voluntary_ctxt_switches:"),
-        involuntary: field("nonvoluntary_ctxt_switches:"),
-    }
-}
-
-/// Clock ticks per second of `/proc/<pid>/stat` times: 100 on every Linux
-/// architecture chatlab runs on (USER_HZ).
-const TICKS_PER_SEC: f64 = 100.0;
-
-/// Reads `/proc/<pid>/status` and `/proc/<pid>/stat`.
+/// Reads VmRSS (`/proc/<pid>/status`) and user + system time
+/// (`/proc/<pid>/stat`, in the kernel's clock ticks).
 pub fn sample(pid: u32) -> Option<ProcSample> {
-    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let process = process(pid)?;
+    let rss_kib = process.status().ok()?.vmrss?;
+    let stat = process.stat().ok()?;
+    let ticks_per_sec = procfs::ticks_per_second().max(1) as f64;
     Some(ProcSample {
-        rss_mib: parse_rss_kib(&status)? / 1024.0,
-        cpu_secs: parse_cpu_ticks(&stat)? / TICKS_PER_SEC,
+        rss_mib: rss_kib as f64 / 1024.0,
+        cpu_secs: (stat.utime + stat.stime) as f64 / ticks_per_sec,
     })
-}
-
-fn parse_rss_kib(status: &str) -> Option<f64> {
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-}
-
-fn parse_cpu_ticks(stat: &str) -> Option<f64> {
-    // The command name (field 2) may hold spaces and parentheses: split
-    // after its closing parenthesis. utime and stime are fields 14 and 15.
-    let after = &stat[stat.rfind(')')? + 1..];
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let utime: f64 = fields.get(11)?.parse().ok()?;
-    let stime: f64 = fields.get(12)?.parse().ok()?;
-    Some(utime + stime)
 }
 
 /// The pid of the process listening on TCP `port` (IPv4 or IPv6), found
 /// through the socket's inode in `/proc/net/tcp*` and `/proc/*/fd`.
 pub fn pid_listening_on(port: u16) -> Option<u32> {
-    let inodes: Vec<String> = ["/proc/net/tcp", "/proc/net/tcp6"]
-        .iter()
-        .filter_map(|p| fs::read_to_string(p).ok())
-        .flat_map(|t| listening_inodes(&t, port))
-        .collect();
+    let inodes = sockets(|e| e.state == TcpState::Listen && e.local_address.port() == port);
     if inodes.is_empty() {
         return None;
     }
-    for entry in fs::read_dir("/proc").ok()?.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(fds) = fs::read_dir(entry.path().join("fd")) else {
-            continue;
-        };
-        for fd in fds.flatten() {
-            if let Ok(target) = fs::read_link(fd.path()) {
-                let target = target.to_string_lossy();
-                if inodes.iter().any(|i| target == format!("socket:[{i}]")) {
-                    return Some(pid);
-                }
-            }
-        }
-    }
-    None
-}
-
-fn listening_inodes(table: &str, port: u16) -> Vec<String> {
-    const LISTEN: &str = "0A";
-    table
-        .lines()
-        .skip(1)
-        .filter_map(|line| {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            let local_port = f.get(1)?.rsplit(':').next()?;
-            let state = f.get(3)?;
-            (u16::from_str_radix(local_port, 16).ok()? == port && *state == LISTEN)
-                .then(|| f.get(9).map(|s| (*s).to_owned()))
+    procfs::process::all_processes()
+        .ok()?
+        .flatten()
+        .find(|p| {
+            socket_fds(p)
+                .into_iter()
                 .flatten()
+                .any(|inode| inodes.contains(&inode))
         })
-        .collect()
+        .and_then(|p| u32::try_from(p.pid).ok())
 }
 
 /// TCP connections of process `pid` to a peer's `port` (a broker's, say),
 /// in any state but listening: the sockets in `/proc/net/tcp*` whose
 /// remote port is `port`, counted among the process's descriptors.
 pub fn connections_to(pid: u32, port: u16) -> Option<usize> {
-    let inodes: std::collections::HashSet<String> = ["/proc/net/tcp", "/proc/net/tcp6"]
-        .iter()
-        .filter_map(|p| fs::read_to_string(p).ok())
-        .flat_map(|t| inodes_to_port(&t, port))
-        .map(|inode| format!("socket:[{inode}]"))
-        .collect();
-    let fds = fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+    let inodes = sockets(|e| e.remote_address.port() == port);
     Some(
-        fds.flatten()
-            .filter_map(|fd| fs::read_link(fd.path()).ok())
-            .filter(|target| inodes.contains(target.to_string_lossy().as_ref()))
+        socket_fds(&process(pid)?)?
+            .filter(|inode| inodes.contains(inode))
             .count(),
     )
 }
 
-/// The inodes of the sockets of a `/proc/net/tcp` table whose remote port
-/// is `port`.
-fn inodes_to_port(table: &str, port: u16) -> Vec<String> {
-    table
-        .lines()
-        .skip(1)
-        .filter_map(|line| {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            let remote_port = f.get(2)?.rsplit(':').next()?;
-            (u16::from_str_radix(remote_port, 16).ok()? == port)
-                .then(|| f.get(9).map(|s| (*s).to_owned()))
-                .flatten()
-        })
+/// Process `pid`, when it exists.
+fn process(pid: u32) -> Option<Process> {
+    Process::new(i32::try_from(pid).ok()?).ok()
+}
+
+/// The inodes of the IPv4 and IPv6 TCP sockets that `keep` accepts.
+fn sockets(keep: impl Fn(&TcpNetEntry) -> bool) -> HashSet<u64> {
+    [procfs::net::tcp(), procfs::net::tcp6()]
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| keep(e))
+        .map(|e| e.inode)
         .collect()
+}
+
+/// The inodes of the sockets among `process`'s descriptors; `None` when
+/// they cannot be read (a descriptor closed while they are read is left
+/// out).
+fn socket_fds(process: &Process) -> Option<impl Iterator<Item = u64>> {
+    Some(
+        process
+            .fd()
+            .ok()?
+            .flatten()
+            .filter_map(|fd| match fd.target {
+                FDTarget::Socket(inode) => Some(inode),
+                _ => None,
+            }),
+    )
 }
 
 #[cfg(test)]
@@ -215,25 +168,7 @@ mod tests {
     }
 
     #[test]
-    fn parses_status_and_stat() {
-        assert_eq!(
-            parse_rss_kib("Name:\tx\nVmRSS:\t   13556 kB\n"),
-            Some(13556.0)
-        );
-        let stat = "42 (chat lab) S 1 42 42 0 -1 4194560 1 0 0 0 250 50 0 0 20 0 9 0 1 2 3";
-        assert_eq!(parse_cpu_ticks(stat), Some(300.0));
-    }
-
-    #[test]
     fn counts_both_kinds_of_switch_of_every_thread() {
-        let status = "Name:\tx\nvoluntary_ctxt_switches:\t120\nnonvoluntary_ctxt_switches:\t7\n";
-        assert_eq!(
-            parse_switches(status),
-            Switches {
-                voluntary: 120,
-                involuntary: 7
-            }
-        );
         let me = std::process::id();
         let before = switches(me).unwrap();
         let sleeper =
@@ -248,11 +183,48 @@ mod tests {
         );
     }
 
+    /// This process's CPU time by the kernel's clock, seconds.
+    fn process_cpu_clock() -> f64 {
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+        t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
+    }
+
     #[test]
-    fn finds_listening_sockets_in_proc_net_tcp() {
-        let table = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 12345 1\n   1: 0100007F:1F90 0100007F:D431 01 00000000:00000000 00:00000000 00000000     0        0 67890 1\n";
-        assert_eq!(listening_inodes(table, 8080), vec!["12345".to_owned()]);
-        assert!(listening_inodes(table, 8081).is_empty());
+    fn cpu_time_and_memory_of_this_process_grow_as_it_works() {
+        let me = std::process::id();
+        let before = sample(me).unwrap();
+        let clock_before = process_cpu_clock();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut spins = 0u64;
+        while process_cpu_clock() - clock_before < 0.3 && std::time::Instant::now() < deadline {
+            spins = std::hint::black_box(spins.wrapping_add(1));
+        }
+        // Every byte written, so every page is resident.
+        let held = std::hint::black_box(vec![1u8; 96 << 20]);
+        let after = sample(me).unwrap();
+        let clock = process_cpu_clock() - clock_before;
+        let cpu = after.cpu_secs - before.cpu_secs;
+        // Seconds, as the kernel's CPU clock counts them (ticks divided by
+        // the right rate), give or take a few ticks.
+        assert!(clock >= 0.3, "spun {clock} s only");
+        assert!(
+            (cpu - clock).abs() <= 0.05 + clock * 0.1,
+            "/proc says {cpu} s, the CPU clock {clock} s"
+        );
+        assert!(
+            after.rss_mib - before.rss_mib >= 64.0,
+            "{before:?} → {after:?}"
+        );
+        drop(held);
+    }
+
+    #[test]
+    fn a_process_that_does_not_exist_has_no_figures() {
+        // Above the kernel's largest pid (2^22).
+        let none = (1u32 << 22) + 1;
+        assert_eq!(sample(none), None);
+        assert_eq!(switches(none), None);
+        assert_eq!(connections_to(none, 80), None);
     }
 
     #[test]
@@ -263,5 +235,16 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         assert_eq!(pid_listening_on(port), Some(me));
+        // A client's socket to that port is not a listener on it.
+        let client = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let client_port = client.local_addr().unwrap().port();
+        assert_eq!(pid_listening_on(client_port), None);
+        drop(client);
+        drop(listener);
+        assert_eq!(pid_listening_on(port), None);
+        // IPv6, where the machine has it.
+        if let Ok(v6) = std::net::TcpListener::bind("[::1]:0") {
+            assert_eq!(pid_listening_on(v6.local_addr().unwrap().port()), Some(me));
+        }
     }
 }
