@@ -56,6 +56,9 @@ ifneq ($(DB_JITTER),)
 endif
 LOAD := ./$(BIN_DIR)/chatlab-load
 LOAD_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/chatlab_load
+# Extra flags of load-build's cargo build: `--timings` says where a build's
+# time goes (scripts/time-cold.sh --timings passes it).
+LOAD_BUILD_FLAGS ?=
 MEMBERS ?= 50
 VUS ?= 60
 DURATION ?= 30s
@@ -211,7 +214,7 @@ RUNS ?= 50
 
 .PHONY: demo demo-plan loadtest loadtest-create loadtest-hold loadtest-seed001 loadtest-ramp bench-baseline \
         loadtest-crosscheck loadtest-pool loadtest-poolsize loadtest-driver loadtest-concurrency \
-        loadtest-tracing loadtest-layout loadtest-syncs loadtest-fanout loadtest-fanout-copy loadtest-read-side loadtest-read-mixed loadtest-markers loadtest-crossover loadtest-distance loadtest-distance-drivers loadtest-distance-pool loadtest-kafka-distance loadtest-pgbouncer pgbouncer-matrix profile loadtest-delivery loadtest-delivery-body loadtest-delivery-broker-kill loadtest-delivery-mixed loadtest-delivery-busy loadtest-live-fleet loadtest-smoke load-build load-db broker-check events-stress \
+        loadtest-tracing loadtest-layout loadtest-syncs loadtest-fanout loadtest-fanout-copy loadtest-read-side loadtest-read-mixed loadtest-markers loadtest-crossover loadtest-distance loadtest-distance-drivers loadtest-distance-pool loadtest-kafka-distance loadtest-pgbouncer pgbouncer-matrix profile loadtest-delivery loadtest-delivery-body loadtest-delivery-broker-kill loadtest-delivery-mixed loadtest-delivery-busy loadtest-live-fleet loadtest-smoke load-build delay-build load-db broker-check events-stress \
         fault-db fault-broker fault-server fault-cancel fault-retry fault-collector fault-slow-clients soak faults
 .PHONY: help run build release profiling-build test browser-test fuzz fmt fmt-check lint layering docs settings-docs schema-check deps-check \
         openapi docker-check k6-check db db-stop broker broker-stop ci clean-testdbs up down loadtest-docker dashboard-check
@@ -263,9 +266,15 @@ release: ## @dev Release build of the server
 	@$(LIBPQ)
 	$(CARGO) build --release --bin chatlab
 
-load-build: ## @dev Release build of the server and the load tool (what the demo and every experiment run; QUICK=1: the debug build)
+load-build: ## @dev Release build of the server and the load tool (what the demo and every experiment run; QUICK=1: the debug build); the delay hop too when DB_RTT is set
 	@$(LIBPQ)
-	$(CARGO) build --profile $(BUILD_PROFILE) --bin chatlab --bin chatlab-load --bin chatlab-delay
+	$(CARGO) build --profile $(BUILD_PROFILE) --bin chatlab --bin chatlab-load $(if $(DB_RTT),--bin chatlab-delay,) $(LOAD_BUILD_FLAGS)
+
+# The delay hop, built only for the targets that put PostgreSQL (or the
+# broker) at a distance (and by load-build under DB_RTT): a newcomer's
+# `make demo` does not wait for it.
+delay-build: load-build ## @dev The delay hop (chatlab-delay), for the targets that put PostgreSQL or the broker at a distance
+	$(CARGO) build --profile $(BUILD_PROFILE) --bin chatlab-delay
 
 profiling-build: ## @dev The server and the load tool as measured, with full debug info for perf (target/profiling/)
 	@$(LIBPQ)
@@ -405,7 +414,7 @@ loadtest-live-fleet: load-build load-db ## @write The live tier at fleet scale: 
 # blackholed only, fails when a message is missing or repeated or a gap
 # exceeds 1 s (a wait on the dead database would never end); the 100 ms
 # verdict is the release run's.
-loadtest-delivery-busy: load-build load-db ## @write Does live delivery wait on the database? A member's message latency quiet and while chats are created flat out, per publish mode, DB straight, 5 ms, 20 ms away and blackholed
+loadtest-delivery-busy: delay-build load-db ## @write Does live delivery wait on the database? A member's message latency quiet and while chats are created flat out, per publish mode, DB straight, 5 ms, 20 ms away and blackholed
 	$(LOAD) delivery-busy --database-url $(LOAD_DATABASE_URL) --tansu-bin $$(scripts/ensure-tansu.sh --print-bin) \
 	    --env LIVE_FETCH_WAIT_MS=$(LIVE_FETCH_WAIT_MS) --out results/delivery-busy-$$(date -u +%Y%m%dT%H%M%SZ) $(DELIVERY_BUSY_ARGS)
 
@@ -469,7 +478,7 @@ profile: load-build load-db ## @seeds Where the server's CPU goes per createChat
 # copy on the blocking driver (the only one that can send it); then one
 # client at 50 members, where latency is the round trips and nothing
 # queues: the round-trip model checked cell by cell.
-loadtest-distance: load-build load-db ## @distance The verdicts at a distance: every strategy x members {1,10,50,1000} x DB RTT {0,0.2,0.5,1,2,5 ms} beside pgbench through the same delay hop; the round-trip model checked with one client
+loadtest-distance: delay-build load-db ## @distance The verdicts at a distance: every strategy x members {1,10,50,1000} x DB RTT {0,0.2,0.5,1,2,5 ms} beside pgbench through the same delay hop; the round-trip model checked with one client
 	$(LOAD) matrix --name distance --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario create-chat \
 	    --strategies $(DISTANCE_STRATEGIES) --db-rtts $(DISTANCE_RTTS) --baseline $(DISTANCE_ARGS)
 	$(MAKE) --no-print-directory load-db
@@ -483,14 +492,14 @@ loadtest-distance: load-build load-db ## @distance The verdicts at a distance: e
 # members, 20 VUs, on the async driver, the blocking one, and DB_POOL=off
 # (whose connect, startup and session SETs are round trips too).
 DISTANCE_DRIVER_VARIANTS := --variant async:DB_DRIVER=async --variant blocking:DB_DRIVER=blocking --variant unpooled:DB_POOL=off
-loadtest-distance-drivers: load-build load-db ## @distance Async vs blocking driver vs a connection per request (DB_POOL=off) at a DB RTT of 0 to 5 ms: createChat (single, 50 members, 20 VUs)
+loadtest-distance-drivers: delay-build load-db ## @distance Async vs blocking driver vs a connection per request (DB_POOL=off) at a DB RTT of 0 to 5 ms: createChat (single, 50 members, 20 VUs)
 	$(LOAD) matrix --name distance-drivers --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario create-chat \
 	    --strategies single $(DISTANCE_DRIVER_VARIANTS) --db-rtts $(DISTANCE_DRIVERS_RTTS) $(DISTANCE_DRIVERS_ARGS)
 
 # The pool a rate needs at a distance (Little's law: connections = rate x
 # hold): 500 createChat/s (open model) at a DB RTT of 1 ms, each strategy
 # on pools around what its hold predicts (DISTANCE_POOLS: strategy:sizes).
-loadtest-distance-pool: load-build load-db ## @distance The pool 500 createChat/s needs 1 ms from PostgreSQL, per strategy: pending waiters and p95 below, at and above Little's law
+loadtest-distance-pool: delay-build load-db ## @distance The pool 500 createChat/s needs 1 ms from PostgreSQL, per strategy: pending waiters and p95 below, at and above Little's law
 	@for pair in $(DISTANCE_POOLS); do \
 	    $(MAKE) --no-print-directory load-db && \
 	    $(LOAD) matrix --name distance-pool-$${pair%%:*} --spawn 1 --database-url $(LOAD_DATABASE_URL) \
@@ -502,7 +511,7 @@ loadtest-distance-pool: load-build load-db ## @distance The pool 500 createChat/
 # of 0, 1 and 5 ms and a broker RTT of 0 to 20 ms (the mock cluster's
 # KAFKA_MOCK_BROKER_RTT_MS); then on tansu behind a hop of its own
 # (scripts/tansu-at-distance.sh) at 1 and 5 ms.
-loadtest-kafka-distance: load-build load-db ## @distance in_tx_await vs outbox vs after_commit at a DB RTT of 0-5 ms x a broker RTT of 0-20 ms (mock cluster), then on tansu behind a hop: connection hold and throughput
+loadtest-kafka-distance: delay-build load-db ## @distance in_tx_await vs outbox vs after_commit at a DB RTT of 0-5 ms x a broker RTT of 0-20 ms (mock cluster), then on tansu behind a hop: connection hold and throughput
 	$(LOAD) matrix --name kafka-distance --spawn 1 --database-url $(LOAD_DATABASE_URL) --scenario create-chat --members 50 \
 	    --strategies unnest,single --publish-modes in_tx_await,outbox,after_commit \
 	    $(foreach r,$(KAFKA_DISTANCE_BROKER_RTTS),--variant broker-$(r)ms:KAFKA_MOCK_BROKER_RTT_MS=$(r)) \
@@ -529,7 +538,7 @@ PGBOUNCER_VARIANTS = --variant direct-10:DB_DRIVER=blocking+DB_POOL_MAX_SIZE=10 
     --variant direct-4:DB_DRIVER=blocking+DB_POOL_MAX_SIZE=4 \
     --variant uncached-10:DB_DRIVER=blocking+DB_POOL_MAX_SIZE=10+DB_STATEMENT_CACHE=false \
     --variant pgbouncer-10:DB_DRIVER=blocking+DB_POOL_MAX_SIZE=10+DB_STATEMENT_CACHE=false+DB_SESSION_SETTINGS=false+DATABASE_URL=$(PGBOUNCER_URL)+DB_MIGRATION_URL=$(LOAD_DATABASE_URL)
-loadtest-pgbouncer: load-build load-db ## @distance Three servers through PgBouncer (transaction mode, 12 server connections) vs straight (pools of 10 and 4) at a DB RTT of 0 and 1 ms: createChat (single, per_row)
+loadtest-pgbouncer: delay-build load-db ## @distance Three servers through PgBouncer (transaction mode, 12 server connections) vs straight (pools of 10 and 4) at a DB RTT of 0 and 1 ms: createChat (single, per_row)
 	@port=$$(scripts/pgbouncer.sh start 0 --mode transaction --pool $(PGBOUNCER_POOL)) || exit 1; \
 	pooler=$$(printf '%s' '$(LOAD_DATABASE_URL)' | sed -E "s#^([a-z]+://([^@/]*@)?)[^/]+#\1127.0.0.1:$$port#"); \
 	$(MAKE) --no-print-directory pgbouncer-matrix PGBOUNCER_URL="$$pooler"; \
@@ -567,7 +576,7 @@ ifeq ($(QUICK),1)
 else
   FAULT_BLACKHOLE_VARIANTS := async-pool:DB_DRIVER=async,blocking-pool:DB_DRIVER=blocking,async-nopool:DB_DRIVER=async+DB_POOL=off
 endif
-fault-db: load-build ## @faults PostgreSQL restarted, its sessions terminated, stopped for a while, and the network to it dead: per driver, pooling, pool layout, fan-out and read-marker mode
+fault-db: delay-build ## @faults PostgreSQL restarted, its sessions terminated, stopped for a while, and the network to it dead: per driver, pooling, pool layout, fan-out and read-marker mode
 	scripts/fault.sh fault-db --faults db-restart,db-terminate,db-stop --variants $(FAULT_DB_VARIANTS) \
 	    --mark-share $(FAULT_DB_MARK_SHARE) $(FAULT_ENV) --latency-bound 8s $(FAULT_ARGS) $(FAULT_DOWN)
 	scripts/fault.sh fault-db-blackhole --faults db-blackhole --variants $(FAULT_BLACKHOLE_VARIANTS) \

@@ -7,9 +7,13 @@
 # (RUSTUP_HOME) and its running services are used as they are.
 #
 #   scripts/time-cold.sh 'make demo' 'make demo'
+#   scripts/time-cold.sh --timings 'make demo'
 #   scripts/time-cold.sh --forget-installed 'make test' 'make test'
 #   scripts/time-cold.sh --forget-installed 'bash .ci/run'
 #
+# --timings has make's load-build pass `--timings` to cargo
+# (LOAD_BUILD_FLAGS), and adds where each build's time went to the
+# results (scripts/build-timings.py on the report cargo wrote).
 # --forget-installed first removes what the targets install system-wide,
 # so they must install it again: Debian's prometheus and wrk, and
 # schemathesis from PyPI. (The fresh HOME already takes care of tansu and
@@ -22,10 +26,15 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 forget=0
-if [[ "${1:-}" == --forget-installed ]]; then
-    forget=1
+timings=0
+while [[ "${1:-}" == --* ]]; do
+    case "$1" in
+        --forget-installed) forget=1 ;;
+        --timings) timings=1 ;;
+        *) echo "time-cold: unknown option $1" >&2; exit 2 ;;
+    esac
     shift
-fi
+done
 [[ $# -gt 0 ]] || { echo "usage: $0 [--forget-installed] COMMAND..." >&2; exit 2; }
 
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
@@ -48,7 +57,7 @@ fi
 {
     echo "# Cold start: the README's commands on a fresh clone"
     echo
-    echo "Commit $(git -C "$root" rev-parse --short HEAD), $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), $(free -g | awk '/Mem:/ {print $2}') GiB, $(date -u '+%Y-%m-%d %H:%M UTC'). \`scripts/time-cold.sh$([[ $forget == 1 ]] && echo ' --forget-installed') $*\`: a fresh clone, a HOME and CARGO_HOME of its own (no crate downloaded, nothing built, no tool installed by an earlier run)$([[ $forget == 1 ]] && echo ', and prometheus, wrk and schemathesis removed first'); the commands run one after the other, each finding what the earlier ones left."
+    echo "Commit $(git -C "$root" rev-parse --short HEAD), $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), $(free -g | awk '/Mem:/ {print $2}') GiB, $(date -u '+%Y-%m-%d %H:%M UTC'). \`scripts/time-cold.sh$([[ $forget == 1 ]] && echo ' --forget-installed')$([[ $timings == 1 ]] && echo ' --timings') $*\`: a fresh clone, a HOME and CARGO_HOME of its own (no crate downloaded, nothing built, no tool installed by an earlier run)$([[ $forget == 1 ]] && echo ', and prometheus, wrk and schemathesis removed first'); the commands run one after the other, each finding what the earlier ones left."
     echo
     echo "PostgreSQL: not measured by this run, which times the commands; the runs they wrote (listed at the end) state its version and distance."
     echo
@@ -76,8 +85,10 @@ for command in "$@"; do
     log="$out/$n.log"
     echo "time-cold: [$n] $command (log: $log)" >&2
     start=$(date +%s)
+    extra=()
+    [[ $timings == 1 ]] && extra=(LOAD_BUILD_FLAGS=--timings)
     (cd "$scratch/repo" && env HOME="$scratch/home" CARGO_HOME="$scratch/cargo" \
-        RUSTUP_HOME="$rustup_home" PATH="$cargo_bin:$PATH" bash -c "$command") >"$log" 2>&1
+        RUSTUP_HOME="$rustup_home" PATH="$cargo_bin:$PATH" "${extra[@]}" bash -c "$command") >"$log" 2>&1
     code=$?
     secs=$(( $(date +%s) - start ))
     [[ $code -eq 0 ]] || status=1
@@ -95,6 +106,17 @@ done
     done
 } >>"$out/results.md"
 steps "$out" >>"$out/results.md"
+
+# Where each build's time went, from cargo's own reports (--timings).
+for report in "$scratch"/repo/target/cargo-timings/cargo-timing-2*.html; do
+    [[ -e "$report" ]] || continue
+    {
+        echo
+        echo "Where the time of the build $(basename "$report" .html) went (\`scripts/build-timings.py\`, $(nproc) cores):"
+        echo
+        "$root/scripts/build-timings.py" "$report"
+    } >>"$out/results.md"
+done
 
 # The runs the commands wrote, kept with the rest.
 for run in "$scratch"/repo/results/*/; do
