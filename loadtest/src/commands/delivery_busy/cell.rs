@@ -22,7 +22,7 @@ use crate::load::live_stream::{self, Sighting};
 use crate::load::scenario::seed_users;
 use crate::observe::sampler::scrape;
 use crate::servers::broker::Broker;
-use crate::servers::fleet::{Fleet, FleetSpec};
+use crate::servers::fleet::{Fleet, FleetSpec, Server};
 use crate::servers::reach::Reach;
 
 /// The live instance's histogram of the time from an event's write to its
@@ -42,49 +42,13 @@ pub(crate) async fn run_cell(
     distance: DbDistance,
     reach: &Reach,
 ) -> Result<Cell, LoadError> {
-    let dir = args.out.join(format!("{mode}-{}", distance.slug()));
-    let broker = Broker::start(&args.tansu_bin, &dir.join("broker"), args.tansu_storage).await?;
-    let signer = Arc::new(Signer::generate(DEFAULT_ISSUER)?);
-    // One topic for both instances: the live one reads what the writer
-    // publishes.
-    let topic = topic_of(&dir);
-    let spec = |name: &str, database_url: &str| {
-        let mut env = vec![
-            ("KAFKA_BROKERS".to_owned(), broker.address.clone()),
-            ("KAFKA_TOPIC".to_owned(), topic.clone()),
-            ("KAFKA_PUBLISH_MODE".to_owned(), mode.as_str().to_owned()),
-            ("RUST_LOG".to_owned(), "warn".to_owned()),
-            ("LOG_FORMAT".to_owned(), "json".to_owned()),
-        ];
-        env.extend(args.env.iter().cloned());
-        FleetSpec {
-            binary: args.binary.clone(),
-            count: 1,
-            env,
-            log_dir: dir.join(name),
-            signer: Arc::clone(&signer),
-        }
-        .with_database_url(database_url)
-    };
-    let live = Fleet::start(&spec("live", &reach.url()), client).await?;
-    // Nothing could be written through a dead database: with the live
-    // instance's going dark, the writes go to an instance that reaches
-    // PostgreSQL straight.
-    let writer = if distance.is_blackholed() {
-        Some(Fleet::start(&spec("writer", &args.database_url), client).await?)
-    } else {
-        None
-    };
-    let live = live.first()?;
-    let writer = match &writer {
-        Some(fleet) => fleet.first()?,
-        None => live,
-    };
-
+    let servers = CellServers::start(args, client, mode, distance, reach).await?;
+    let (live, writer) = (servers.live()?, servers.writer()?);
     let users = seed_users(client, &writer.ops_url, 2 + args.pool, "busy-").await?;
     let [member, sender, pool @ ..] = users.as_slice() else {
         return Err(LoadError::http("seeding users", "fewer users than asked"));
     };
+    let signer = &servers.signer;
     let member_bearer = signer.bearer(*member)?;
     let sender_bearer = signer.bearer(*sender)?;
     let pool_bearers: Vec<HeaderValue> = pool
@@ -147,6 +111,82 @@ pub(crate) async fn run_cell(
         quiet,
         busy,
     })
+}
+
+/// A cell's servers: its broker, the live instance (its database at the
+/// cell's distance) and, when that database is blackholed, a writer that
+/// reaches PostgreSQL straight. Dropping it stops them, the instances
+/// first.
+struct CellServers {
+    live: Fleet,
+    writer: Option<Fleet>,
+    _broker: Broker,
+    signer: Arc<Signer>,
+}
+
+impl CellServers {
+    async fn start(
+        args: &DeliveryBusyArgs,
+        client: &reqwest::Client,
+        mode: PublishMode,
+        distance: DbDistance,
+        reach: &Reach,
+    ) -> Result<Self, LoadError> {
+        let dir = args.out.join(format!("{mode}-{}", distance.slug()));
+        let broker =
+            Broker::start(&args.tansu_bin, &dir.join("broker"), args.tansu_storage).await?;
+        let signer = Arc::new(Signer::generate(DEFAULT_ISSUER)?);
+        // One topic for both instances: the live one reads what the writer
+        // publishes.
+        let topic = topic_of(&dir);
+        let spec = |name: &str, database_url: &str| {
+            let mut env = vec![
+                ("KAFKA_BROKERS".to_owned(), broker.address.clone()),
+                ("KAFKA_TOPIC".to_owned(), topic.clone()),
+                ("KAFKA_PUBLISH_MODE".to_owned(), mode.as_str().to_owned()),
+                ("RUST_LOG".to_owned(), "warn".to_owned()),
+                ("LOG_FORMAT".to_owned(), "json".to_owned()),
+            ];
+            env.extend(args.env.iter().cloned());
+            FleetSpec {
+                binary: args.binary.clone(),
+                count: 1,
+                env,
+                log_dir: dir.join(name),
+                signer: Arc::clone(&signer),
+            }
+            .with_database_url(database_url)
+        };
+        let live = Fleet::start(&spec("live", &reach.url()), client).await?;
+        // Nothing could be written through a dead database: with the live
+        // instance's going dark, the writes go to an instance that reaches
+        // PostgreSQL straight.
+        let writer = if distance.is_blackholed() {
+            Some(Fleet::start(&spec("writer", &args.database_url), client).await?)
+        } else {
+            None
+        };
+        Ok(Self {
+            live,
+            writer,
+            _broker: broker,
+            signer,
+        })
+    }
+
+    /// The instance the member listens on.
+    fn live(&self) -> Result<&Server, LoadError> {
+        self.live.first()
+    }
+
+    /// The instance the writes go to: the live one, unless its database
+    /// is blackholed.
+    fn writer(&self) -> Result<&Server, LoadError> {
+        match &self.writer {
+            Some(fleet) => fleet.first(),
+            None => self.live.first(),
+        }
+    }
 }
 
 /// A fresh topic per cell, so no cell reads another's events.

@@ -124,7 +124,8 @@ fn within(l: &Latencies, target: Duration) -> bool {
     l.count() > 0 && l.quantile_ms(0.99) <= target.as_secs_f64() * 1e3
 }
 
-/// The whole of results.md.
+/// The whole of results.md: what ran, the deliveries, where the CPU went,
+/// each instance, and the verdicts.
 pub(super) fn results_md(
     args: &LiveFleetArgs,
     balancer: &BalancerSpec,
@@ -132,43 +133,27 @@ pub(super) fn results_md(
     run: &Run,
     machine: &str,
 ) -> String {
-    let f = &run.figures;
-    let per_instance: String = run
-        .spread
-        .iter()
-        .zip(&run.spread_after)
-        .zip(run.rss_before.iter().zip(&run.rss_after))
-        .enumerate()
-        .map(|(n, ((streams, streams_after), (before, after)))| {
-            format!("| {n} | {streams:.0} | {streams_after:.0} | {before:.1} | {after:.1} |\n")
-        })
-        .collect();
-    let cores = std::thread::available_parallelism().map_or(1, usize::from);
     format!(
-        "# The live tier at fleet scale\n\n\
-         {machine}\n\n{postgres}\n\n\
-         {} chatlab instances (`after_commit`) on one tansu broker (SQLite) and the database, \
+        "# The live tier at fleet scale\n\n{machine}\n\n{postgres}\n\n{}\n\n{}\n\n{}\n\n{}\n{}",
+        what_ran(args, balancer, run),
+        deliveries_table(run),
+        cpu_table(run),
+        instances_table(run),
+        run.verdicts(args.p99_target, args.kill_at.is_some()),
+    )
+}
+
+/// The paragraph that says what ran: the tier, the streams, the writes,
+/// what counts as a delivery, and the kill if there was one.
+fn what_ran(args: &LiveFleetArgs, balancer: &BalancerSpec, run: &Run) -> String {
+    format!(
+        "{} chatlab instances (`after_commit`) on one tansu broker (SQLite) and the database, \
          behind {} HAProxy processes sharing one port (`leastconn`, `/readyz` checked every 500 ms, \
          down after 2 failures, {}). {} streams, one per user, from {} client processes, each on a \
          loopback address of its own; {} chats of {} members. {} messages a second for {} to the \
          first instance, round robin over the chats; a delivery runs from its write's start to its \
          frame's arrival (one monotonic clock for every process); a delivery not seen {} after the \
-         last write is missing.{}{}\n\n\
-         | streams | opened within ms | messages written | failed | deliveries owed | delivered | missing | repeated | p50 ms | p99 ms | max ms | p99 ms after the kill, streams not cut | p99 ms after the kill, streams cut | streams cut by the kill | not back at the end | all back after the kill ms | other cuts | balancer RSS MiB | broker CPU % of a core |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n\
-         | {} | {:.0} | {} | {} | {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {} | {} | {} | {} | {} | {} | {:.1} | {} |\n\n\
-         p50, p99 and max are the deliveries of the writes started before the kill (of every write \
-         when none was killed); the writes after it are timed apart, to the streams it did not cut \
-         and to those it cut.\n\n\
-         CPU over the writes, % of one core (the machine has {cores}):\n\n\
-         | chatlab instances | balancer | clients | broker | the rest (PostgreSQL, the writer, the kernel) | machine busy |\n\
-         |---|---|---|---|---|---|\n\
-         | {:.1} | {:.1} | {:.1} | {} | {} | {} |\n\n\
-         Per instance (the last is the one killed, when one was):\n\n\
-         | instance | live streams before the writes | at the end | RSS MiB before | after |\n\
-         |---|---|---|---|---|\n\
-         {per_instance}\n\
-         {}",
+         last write is missing.{}{}",
         args.instances,
         balancer.processes,
         if balancer.no_delay {
@@ -201,6 +186,20 @@ pub(super) fn results_md(
              answered.",
             humantime::format_duration(at)
         )),
+    )
+}
+
+/// The deliveries: owed, delivered, missing, repeated, their latencies
+/// before and after a kill, the streams it cut and how they came back.
+fn deliveries_table(run: &Run) -> String {
+    let f = &run.figures;
+    format!(
+        "| streams | opened within ms | messages written | failed | deliveries owed | delivered | missing | repeated | p50 ms | p99 ms | max ms | p99 ms after the kill, streams not cut | p99 ms after the kill, streams cut | streams cut by the kill | not back at the end | all back after the kill ms | other cuts | balancer RSS MiB | broker CPU % of a core |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n\
+         | {} | {:.0} | {} | {} | {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {} | {} | {} | {} | {} | {} | {:.1} | {} |\n\n\
+         p50, p99 and max are the deliveries of the writes started before the kill (of every write \
+         when none was killed); the writes after it are timed apart, to the streams it did not cut \
+         and to those it cut.",
         run.streams,
         run.all_open_ms,
         f.written,
@@ -222,25 +221,49 @@ pub(super) fn results_md(
         run.balancer_rss,
         run.broker_cpu
             .map_or_else(|| "–".to_owned(), |c| format!("{c:.1}")),
+    )
+}
+
+/// Where the CPU went over the writes, per group of processes, and what
+/// the rest of the machine took.
+fn cpu_table(run: &Run) -> String {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let dash_or = |v: Option<f64>| v.map_or_else(|| "–".to_owned(), |v| format!("{v:.1}"));
+    let rest = run.cpu.machine.map(|m| {
+        m - run.cpu.instances - run.cpu.balancer - run.cpu.clients - run.broker_cpu.unwrap_or(0.0)
+    });
+    format!(
+        "CPU over the writes, % of one core (the machine has {cores}):\n\n\
+         | chatlab instances | balancer | clients | broker | the rest (PostgreSQL, the writer, the kernel) | machine busy |\n\
+         |---|---|---|---|---|---|\n\
+         | {:.1} | {:.1} | {:.1} | {} | {} | {} |",
         run.cpu.instances,
         run.cpu.balancer,
         run.cpu.clients,
-        run.broker_cpu
-            .map_or_else(|| "–".to_owned(), |c| format!("{c:.1}")),
-        run.cpu.machine.map_or_else(
-            || "–".to_owned(),
-            |m| format!(
-                "{:.1}",
-                m - run.cpu.instances
-                    - run.cpu.balancer
-                    - run.cpu.clients
-                    - run.broker_cpu.unwrap_or(0.0)
-            )
-        ),
-        run.cpu
-            .machine
-            .map_or_else(|| "–".to_owned(), |m| format!("{m:.1}")),
-        run.verdicts(args.p99_target, args.kill_at.is_some()),
+        dash_or(run.broker_cpu),
+        dash_or(rest),
+        dash_or(run.cpu.machine),
+    )
+}
+
+/// Each instance's streams before the writes and at the end, and its
+/// memory before and after.
+fn instances_table(run: &Run) -> String {
+    let rows: String = run
+        .spread
+        .iter()
+        .zip(&run.spread_after)
+        .zip(run.rss_before.iter().zip(&run.rss_after))
+        .enumerate()
+        .map(|(n, ((streams, streams_after), (before, after)))| {
+            format!("| {n} | {streams:.0} | {streams_after:.0} | {before:.1} | {after:.1} |\n")
+        })
+        .collect();
+    format!(
+        "Per instance (the last is the one killed, when one was):\n\n\
+         | instance | live streams before the writes | at the end | RSS MiB before | after |\n\
+         |---|---|---|---|---|\n\
+         {rows}"
     )
 }
 
