@@ -169,17 +169,36 @@ mod tests {
 
     #[test]
     fn counts_both_kinds_of_switch_of_every_thread() {
-        let me = std::process::id();
-        let before = switches(me).unwrap();
-        let sleeper =
-            std::thread::spawn(|| std::thread::sleep(std::time::Duration::from_millis(20)));
-        std::thread::sleep(std::time::Duration::from_millis(5));
-        let during = switches(me).unwrap();
-        sleeper.join().unwrap();
-        assert!(during.voluntary > before.voluntary, "{before:?} {during:?}");
+        // Four threads that each give up the CPU at least twice (two
+        // sleeps), still alive when counted: the sum over every thread
+        // holds at least their eight, whatever the test harness's other
+        // threads do meanwhile.
+        let threads = 4;
+        let counted = std::sync::Arc::new(std::sync::Barrier::new(threads + 1));
+        let done = std::sync::Arc::new(std::sync::Barrier::new(threads + 1));
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                let (counted, done) = (counted.clone(), done.clone());
+                std::thread::spawn(move || {
+                    for _ in 0..2 {
+                        std::thread::sleep(std::time::Duration::from_millis(5));
+                    }
+                    counted.wait();
+                    done.wait();
+                })
+            })
+            .collect();
+        counted.wait();
+        // The workers now wait on `done`: blocked, not gone.
+        let during = switches(std::process::id()).unwrap();
+        done.wait();
+        for w in workers {
+            w.join().unwrap();
+        }
+        assert!(during.voluntary >= 8, "{during:?}");
         assert_eq!(
-            during.since(before).total(),
-            during.total() - before.total()
+            during.since(Switches::default()).total(),
+            during.voluntary + during.involuntary
         );
     }
 
