@@ -230,7 +230,7 @@ demo: demo-plan load-build load-db ## @seeds The main job: per_row vs batch vs u
 	    --strategies per_row,batch,unnest,single,pipeline --members 50 --baseline --compact $(DEMO_ARGS) $(PRECISION)
 
 demo-plan:
-	@echo "make demo: 1. builds chatlab and chatlab-load (release: about 9 minutes the first time on 2 cores, seconds after);"
+	@echo "make demo: 1. builds chatlab and chatlab-load (release: about 5 minutes the first time on 2 cores, results/cold-20261207T214926Z; seconds after);"
 	@echo "  2. starts PostgreSQL if nothing answers at $(LOAD_DATABASE_URL), and drops and recreates that database;"
 	@echo "  3. runs one chatlab server on embedded defaults (pool of cores x 2 + 1, Kafka's mock cluster in-process)"
 	@echo "     and writes chats of 50 members by each of the five strategies in turn, six rounds, each run beside"
