@@ -11,7 +11,9 @@
 # with trust authentication on 127.0.0.1 only; PORT 0 picks a free port.
 # `start` prints the port it listens on. Its config, log and pid are in
 # .run/pgbouncer-PORT/. PgBouncer refuses to run as root, so as root it
-# runs as the postgres user, as the private PostgreSQL clusters do.
+# runs as the postgres user, as the private PostgreSQL clusters do; where
+# that user cannot reach into the checkout (a clone in a folder private to
+# root, as `mktemp -d` makes them), they are in /tmp/chatlab-pgbouncer-PORT/.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -37,8 +39,19 @@ case "$mode" in transaction | session) ;; *) say "--mode transaction or session,
 run_as=()
 [[ $(id -u) -eq 0 ]] && run_as=(runuser -u postgres --)
 
+# The folder of PORT's config, log and pid (see above).
+dir_of() {
+    mkdir -p "$root/.run"
+    if [[ ${#run_as[@]} -gt 0 ]] && ! "${run_as[@]}" test -x "$root/.run" 2>/dev/null; then
+        echo "/tmp/chatlab-pgbouncer-$1"
+    else
+        echo "$root/.run/pgbouncer-$1"
+    fi
+}
+
 stop() {
-    local dir=.run/pgbouncer-$1
+    local dir
+    dir=$(dir_of "$1")
     if [[ -f $dir/pgbouncer.pid ]]; then
         kill "$(cat "$dir/pgbouncer.pid")" 2>/dev/null || true
         for _ in $(seq 50); do
@@ -47,6 +60,9 @@ stop() {
         done
         rm -f "$dir/pgbouncer.pid"
     fi
+    # Outside the checkout nothing is kept for later reading.
+    [[ "$dir" == /tmp/chatlab-pgbouncer-* ]] && rm -rf "$dir"
+    return 0
 }
 
 case "$action" in
@@ -60,7 +76,7 @@ if [[ "$port" == 0 ]]; then
     port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 fi
 stop "$port"
-dir=$root/.run/pgbouncer-$port
+dir=$(dir_of "$port")
 mkdir -p "$dir"
 printf '"postgres" ""\n' >"$dir/userlist.txt"
 cat >"$dir/pgbouncer.ini" <<EOF
