@@ -12,6 +12,7 @@ use chatlab_domain::{AckedEvent, ReadMarkerMode};
 use chatlab_kafka::KafkaPublisher;
 use chatlab_persistence::events::outbox_relay::{OutboxMetrics, OutboxRelay};
 use chatlab_persistence::events::receipt_ledger::{LedgerMetrics, ReceiptLedger};
+use chatlab_persistence::writes::idempotency::KeySweep;
 use chatlab_persistence::{MarkerWriter, PgStore};
 
 use super::Background;
@@ -33,7 +34,8 @@ const LIVE_TAIL_START: std::time::Duration = std::time::Duration::from_secs(10);
 pub struct Inputs<'a> {
     /// The settings.
     pub settings: &'a Settings,
-    /// The store the sweeper, the marker writer and the fan-out use.
+    /// The store: its key retention (for the sweeper) and its held read
+    /// markers (for the marker writer).
     pub store: &'a PgStore,
     /// The publisher the relay sends through.
     pub publisher: &'a KafkaPublisher,
@@ -68,7 +70,11 @@ pub async fn start_all(inputs: Inputs<'_>, registry: &mut Registry) -> Backgroun
     );
     workers.run_last("receipt ledger", ledger.flush_interval(), Receipts(ledger));
     let sweeper = KeySweeper {
-        store: store.clone(),
+        sweep: KeySweep::new(
+            settings.db.url.clone(),
+            &settings.db.session,
+            store.key_retention(),
+        ),
     };
     workers.run(
         "idempotency key sweeper",

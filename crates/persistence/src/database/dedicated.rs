@@ -91,6 +91,13 @@ impl Dedicated {
         self.failures = self.failures.saturating_add(1);
     }
 
+    /// Closes the connection after work that is done with it for a while
+    /// (a sweep every few minutes): not a failure; the next
+    /// [`Self::get`] opens another.
+    pub fn close(&mut self) {
+        self.conn = None;
+    }
+
     /// The work on the connection succeeded: the backoff starts over.
     pub fn worked(&mut self) {
         self.failures = 0;
@@ -138,18 +145,20 @@ impl Chore {
 }
 
 /// Deletes rows older than `cutoff` by `sql` (which binds the cutoff as
-/// `$1` and a row limit as `$2`), `batch` rows per statement (an
-/// unbounded DELETE after a long outage would hold its locks and bloat the
-/// WAL in one go), at most 100 statements a call; answers the rows
+/// `$1` and a row limit as `$2`), `batch` rows per statement, each its own
+/// short transaction (an unbounded DELETE after a long outage would hold
+/// its locks and bloat the WAL in one go), at most `max_batches`
+/// statements a call (the rest waits for the next); answers the rows
 /// deleted.
 pub async fn delete_in_batches(
     conn: &mut AsyncPgConnection,
     sql: &str,
     cutoff: DateTime<Utc>,
     batch: i64,
+    max_batches: usize,
 ) -> diesel::QueryResult<u64> {
     let mut deleted = 0u64;
-    for _ in 0..100 {
+    for _ in 0..max_batches {
         let n = diesel::sql_query(sql)
             .bind::<Timestamptz, _>(cutoff)
             .bind::<BigInt, _>(batch)

@@ -294,6 +294,9 @@ pub const UNREADABLE_ATTEMPTS: i32 = 5;
 /// Published rows deleted per statement by retention.
 const RETENTION_BATCH: i64 = 5_000;
 
+/// Most retention statements a minute; what is left waits a minute.
+const RETENTION_MAX_BATCHES: usize = 100;
+
 /// Deletes up to `$2` published rows older than `$1`.
 const RETENTION_SQL: &str = "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox \
      WHERE published_at IS NOT NULL AND published_at < $1 LIMIT $2)";
@@ -491,7 +494,15 @@ impl RelayWork {
     /// next minute tries again.
     async fn delete_published(&self, conn: &mut AsyncPgConnection) {
         let cutoff = cutoff(self.settings.retention);
-        match delete_in_batches(conn, RETENTION_SQL, cutoff, RETENTION_BATCH).await {
+        match delete_in_batches(
+            conn,
+            RETENTION_SQL,
+            cutoff,
+            RETENTION_BATCH,
+            RETENTION_MAX_BATCHES,
+        )
+        .await
+        {
             Ok(0) => {}
             Ok(n) => debug!(deleted = n, "published outbox rows past retention deleted"),
             Err(e) => {

@@ -123,6 +123,9 @@ const RETENTION_SQL: &str = "DELETE FROM event_receipts WHERE id IN \
 /// Receipts deleted per statement by retention.
 const RETENTION_BATCH: i64 = 10_000;
 
+/// Most retention statements a minute; what is left waits a minute.
+const RETENTION_MAX_BATCHES: usize = 100;
+
 /// How often receipts past retention are deleted.
 const RETENTION_EVERY: Duration = Duration::from_secs(60);
 
@@ -257,7 +260,15 @@ impl ReceiptLedger {
             return;
         };
         let cutoff = cutoff(self.settings.retention);
-        match delete_in_batches(conn, RETENTION_SQL, cutoff, RETENTION_BATCH).await {
+        match delete_in_batches(
+            conn,
+            RETENTION_SQL,
+            cutoff,
+            RETENTION_BATCH,
+            RETENTION_MAX_BATCHES,
+        )
+        .await
+        {
             Ok(0) => {}
             Ok(n) => debug!(deleted = n, "receipts past retention deleted"),
             Err(e) => {

@@ -1,5 +1,5 @@
 //! Idempotency keys in PostgreSQL: the claim a keyed write makes first in
-//! its own transaction, and the retention sweep.
+//! its own transaction, and the retention sweep ([`KeySweep`]).
 //!
 //! A claim is one statement on the fresh path
 //! ([`ClaimIdempotencyKey`]); only a retry reads the stored row back.
@@ -9,13 +9,16 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
-use diesel::sql_types::{BigInt, Timestamptz};
 use futures_util::FutureExt;
+use secrecy::SecretString;
 
 use chatlab_domain::{KeyClaim, RepositoryError, StoredResponse, UnavailableReason};
 
+use crate::config::SessionSettings;
 use crate::database::Database;
+use crate::database::dedicated::{Dedicated, delete_in_batches};
 use crate::error_mapping::query_err;
+use crate::errors::PersistenceError;
 use crate::queries::ClaimIdempotencyKey;
 use crate::schema::idempotency_keys;
 use crate::session::DbSession;
@@ -190,33 +193,45 @@ fn expired_before(now: DateTime<Utc>, retention: Duration) -> DateTime<Utc> {
         .unwrap_or(DateTime::<Utc>::MIN_UTC)
 }
 
-/// Deletes keys older than `retention`, a batch per statement (each its
-/// own short transaction); returns how many went.
-pub async fn sweep(db: &Database, retention: Duration) -> Result<u64, RepositoryError> {
-    let cutoff = expired_before(Utc::now(), retention);
-    let mut deleted = 0u64;
-    for _ in 0..SWEEP_MAX_BATCHES {
-        let batch = db
-            .run(move |s| {
-                async move {
-                    s.execute(
-                        diesel::sql_query(
-                            "DELETE FROM idempotency_keys WHERE ctid = ANY(ARRAY(\
-                             SELECT ctid FROM idempotency_keys WHERE created_at < $1 LIMIT $2))",
-                        )
-                        .bind::<Timestamptz, _>(cutoff)
-                        .bind::<BigInt, _>(SWEEP_BATCH),
-                    )
-                    .await
-                    .map_err(query_err)
-                }
-                .boxed()
-            })
-            .await?;
-        deleted += batch as u64;
-        if (batch as i64) < SWEEP_BATCH {
-            break;
+/// The retention sweep of expired keys, on a connection of its own: not
+/// one of the request pool's, so the pool's figures count requests only.
+/// It is opened for each sweep and closed after it (a sweep runs every
+/// few minutes).
+pub struct KeySweep {
+    conn: Dedicated,
+    retention: Duration,
+}
+
+impl std::fmt::Debug for KeySweep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeySweep")
+            .field("retention", &self.retention)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Deletes up to `$2` keys created before `$1`.
+const SWEEP_SQL: &str = "DELETE FROM idempotency_keys WHERE ctid = ANY(ARRAY(\
+     SELECT ctid FROM idempotency_keys WHERE created_at < $1 LIMIT $2))";
+
+impl KeySweep {
+    /// A sweep of the keys older than `retention` in the database at `url`.
+    pub fn new(url: SecretString, session: &SessionSettings, retention: Duration) -> Self {
+        Self {
+            // Its period is its retry: no backoff of its own.
+            conn: Dedicated::new(url, session, "key-sweeper", Duration::ZERO),
+            retention,
         }
     }
-    Ok(deleted)
+
+    /// Deletes the keys older than the retention, a batch per statement
+    /// (each its own short transaction); answers how many went.
+    pub async fn sweep(&mut self) -> Result<u64, PersistenceError> {
+        let cutoff = expired_before(Utc::now(), self.retention);
+        let conn = self.conn.get().await?;
+        let deleted =
+            delete_in_batches(conn, SWEEP_SQL, cutoff, SWEEP_BATCH, SWEEP_MAX_BATCHES).await;
+        self.conn.close();
+        Ok(deleted?)
+    }
 }
