@@ -172,6 +172,49 @@ pub async fn delete_in_batches(
     Ok(deleted)
 }
 
+/// A table's retention chore: the rows older than `keep` deleted by `sql`
+/// ([`delete_in_batches`]), `batch` a statement, at most `max_batches`.
+#[derive(Debug, Clone, Copy)]
+pub struct Retention {
+    /// Deletes up to `$2` rows older than `$1`.
+    pub sql: &'static str,
+    /// How long rows are kept.
+    pub keep: Duration,
+    /// Rows a statement.
+    pub batch: i64,
+    /// Statements a call.
+    pub max_batches: usize,
+    /// What the rows are, for the log ("receipts").
+    pub rows: &'static str,
+}
+
+impl Retention {
+    /// Deletes the rows past retention and logs how many went, or why
+    /// none could; answers whether it worked (the caller counts a failure
+    /// its own way).
+    pub async fn apply(&self, conn: &mut AsyncPgConnection) -> bool {
+        let done = delete_in_batches(
+            conn,
+            self.sql,
+            cutoff(self.keep),
+            self.batch,
+            self.max_batches,
+        )
+        .await;
+        match done {
+            Ok(0) => true,
+            Ok(n) => {
+                tracing::debug!(deleted = n, "{} past retention deleted", self.rows);
+                true
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "deleting {} past retention failed", self.rows);
+                false
+            }
+        }
+    }
+}
+
 /// The instant `retention` before now (now, if it does not fit).
 pub fn cutoff(retention: Duration) -> DateTime<Utc> {
     Utc::now() - chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::zero())

@@ -52,7 +52,7 @@ use tracing::{Instrument as _, debug, warn};
 use chatlab_domain::{Event, EventPublisher, PublishError, PublishMode};
 
 use crate::config::SessionSettings;
-use crate::database::dedicated::{Chore, Dedicated, cutoff, delete_in_batches};
+use crate::database::dedicated::{Chore, Dedicated, Retention};
 use crate::queries::RELAY_LOCK_CLASS;
 
 /// How the relay runs.
@@ -493,22 +493,15 @@ impl RelayWork {
     /// ([`delete_in_batches`]); a failure is counted and logged, and the
     /// next minute tries again.
     async fn delete_published(&self, conn: &mut AsyncPgConnection) {
-        let cutoff = cutoff(self.settings.retention);
-        match delete_in_batches(
-            conn,
-            RETENTION_SQL,
-            cutoff,
-            RETENTION_BATCH,
-            RETENTION_MAX_BATCHES,
-        )
-        .await
-        {
-            Ok(0) => {}
-            Ok(n) => debug!(deleted = n, "published outbox rows past retention deleted"),
-            Err(e) => {
-                self.metrics.retention_failures.inc();
-                warn!(error = %e, "deleting published outbox rows past retention failed");
-            }
+        let retention = Retention {
+            sql: RETENTION_SQL,
+            keep: self.settings.retention,
+            batch: RETENTION_BATCH,
+            max_batches: RETENTION_MAX_BATCHES,
+            rows: "published outbox rows",
+        };
+        if !retention.apply(conn).await {
+            self.metrics.retention_failures.inc();
         }
     }
 }

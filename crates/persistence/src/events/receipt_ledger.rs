@@ -27,7 +27,7 @@ use uuid::Uuid;
 use chatlab_domain::AckedEvent;
 
 use crate::config::SessionSettings;
-use crate::database::dedicated::{Chore, Dedicated, cutoff, delete_in_batches};
+use crate::database::dedicated::{Chore, Dedicated, Retention};
 
 /// How the ledger runs.
 #[derive(Debug, Clone)]
@@ -259,22 +259,15 @@ impl ReceiptLedger {
         let Ok(conn) = self.conn.get().await else {
             return;
         };
-        let cutoff = cutoff(self.settings.retention);
-        match delete_in_batches(
-            conn,
-            RETENTION_SQL,
-            cutoff,
-            RETENTION_BATCH,
-            RETENTION_MAX_BATCHES,
-        )
-        .await
-        {
-            Ok(0) => {}
-            Ok(n) => debug!(deleted = n, "receipts past retention deleted"),
-            Err(e) => {
-                self.conn.lost();
-                warn!(error = %e, "deleting receipts past retention failed");
-            }
+        let retention = Retention {
+            sql: RETENTION_SQL,
+            keep: self.settings.retention,
+            batch: RETENTION_BATCH,
+            max_batches: RETENTION_MAX_BATCHES,
+            rows: "receipts",
+        };
+        if !retention.apply(conn).await {
+            self.conn.lost();
         }
     }
 }
