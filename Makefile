@@ -143,7 +143,7 @@ else
   FANOUT_ARGS := --members 10,50,200,1000,5000 --vus 8 --duration 6s --warmup 2s --rounds 2
   MARKERS_ARGS := --members 1000 --messages 100 --rate 2000 --duration 10s --rounds 2 --flush-ms 500
   DISTANCE_RTTS := 0,200us,500us,1ms,2ms,5ms
-  DISTANCE_STRATEGIES := per_row,batch,unnest,single,pipeline
+  DISTANCE_STRATEGIES := per_row,batch,batch_prepared,unnest,single,pipeline
   DISTANCE_ARGS := --members 1,10,50,1000 --vus 8 --duration 3s --warmup 2s --rounds 2
   DISTANCE_MODEL_ARGS := --members 50 --vus 1 --duration 3s --warmup 2s --rounds 3
   DISTANCE_DRIVERS_RTTS := 0,500us,1ms,2ms,5ms
@@ -225,15 +225,15 @@ RUNS ?= 50
 UNTIL_WITHIN ?=
 BUDGET ?= 10m
 PRECISION := $(if $(UNTIL_WITHIN),--until-within $(UNTIL_WITHIN) --budget $(BUDGET))
-demo: demo-plan load-build load-db ## @seeds The main job: per_row vs batch vs unnest vs single vs pipeline at 50 members on embedded defaults, each beside pgbench on its SQL: a short table with 95% intervals, ties called, and the verdict
+demo: demo-plan load-build load-db ## @seeds The main job: per_row vs batch vs batch_prepared vs unnest vs single vs pipeline at 50 members on embedded defaults, each beside pgbench on its SQL: a short table with 95% intervals, ties called, and the verdict
 	$(LOAD) matrix --name demo --spawn 1 --database-url $(LOAD_DATABASE_URL) \
-	    --strategies per_row,batch,unnest,single,pipeline --members 50 --baseline --compact $(DEMO_ARGS) $(PRECISION)
+	    --strategies per_row,batch,batch_prepared,unnest,single,pipeline --members 50 --baseline --compact $(DEMO_ARGS) $(PRECISION)
 
 demo-plan:
 	@echo "make demo: 1. builds chatlab and chatlab-load (release: about 5 minutes the first time on 2 cores, results/cold-20261207T214926Z; seconds after);"
 	@echo "  2. starts PostgreSQL if nothing answers at $(LOAD_DATABASE_URL), and drops and recreates that database;"
 	@echo "  3. runs one chatlab server on embedded defaults (pool of cores x 2 + 1, Kafka's mock cluster in-process)"
-	@echo "     and writes chats of 50 members by each of the five strategies in turn, six rounds, each run beside"
+	@echo "     and writes chats of 50 members by each of the six strategies in turn, six rounds, each run beside"
 	@echo "     pgbench on its SQL; 4. prints a short table with 95% intervals and the verdict (ties called ties)."
 	@echo "     Everything lands in results/demo-<UTC time>/ (UNTIL_WITHIN=5% adds rounds until the intervals are that narrow)."
 

@@ -66,7 +66,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 root = pathlib.Path(__file__).resolve().parent.parent
-STRATEGIES = ["per_row", "batch", "unnest", "single", "pipeline"]
+STRATEGIES = ["per_row", "batch", "batch_prepared", "unnest", "single", "pipeline"]
 PUBLISH_MODES = ["off", "in_tx_await", "in_tx_enqueue", "after_commit", "outbox"]
 STRATEGY_HEADER = "x-chatlab-insert-strategy"
 PUBLISH_MODE_HEADER = "x-chatlab-publish-mode"

@@ -21,7 +21,8 @@
 //   THINK_TIME    seconds a VU waits after each request (default 0; the
 //                 seeds' "think time 1 s" is THINK_TIME=1)
 //   STRATEGY      X-Chatlab-Insert-Strategy on writes: per_row, batch,
-//                 unnest, single or pipeline (empty: the server's own)
+//                 batch_prepared, unnest, single or pipeline (empty: the
+//                 server's own)
 //   PUBLISH_MODE  X-Chatlab-Publish-Mode on writes: off, after_commit,
 //                 in_tx_await, in_tx_enqueue or outbox (empty: the server's)
 //   P95_MS, P99_MS, MAX_ERROR_RATE  the thresholds (default 500, 1000, 0.01)
@@ -54,7 +55,7 @@ export const env = {
   maxErrorRate: nonNegative('MAX_ERROR_RATE', 0.01),
 };
 
-const STRATEGIES = ['per_row', 'batch', 'unnest', 'single', 'pipeline'];
+const STRATEGIES = ['per_row', 'batch', 'batch_prepared', 'unnest', 'single', 'pipeline'];
 const PUBLISH_MODES = ['off', 'after_commit', 'in_tx_await', 'in_tx_enqueue', 'outbox'];
 if (env.strategy && !STRATEGIES.includes(env.strategy)) {
   throw new Error(`STRATEGY=${env.strategy}: expected one of ${STRATEGIES.join(', ')}`);

@@ -9,7 +9,9 @@
 //! into a pgbench variable), the member rows as the strategy sends them,
 //! the system message, COMMIT. `per_row` and `unnest` run in pgbench's
 //! `prepared` protocol mode (chatlab reuses their prepared statements),
-//! `batch` in `extended` mode (chatlab parses each multi-row INSERT afresh).
+//! `batch` in `extended` mode (chatlab parses each multi-row INSERT afresh),
+//! `batch_prepared` in `prepared` mode, its power-of-two blocks between
+//! `\startpipeline` and `\endpipeline` as chatlab sends them in one flight.
 //! `single` is its one statement in autocommit; `pipeline` is unnest's
 //! transaction between `\startpipeline` and `\endpipeline` (pgbench's own
 //! pipeline mode), its chat id made from a random number, since `\gset`
@@ -30,7 +32,7 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use chatlab_domain::write_plan::rows_per_statement;
+use chatlab_domain::write_plan::{block_sizes, rows_per_statement};
 use chatlab_domain::{InsertStrategy, RowsBy, Sending};
 
 use crate::error::LoadError;
@@ -123,7 +125,13 @@ pub fn script(strategy: InsertStrategy, sets: &[Vec<Uuid>]) -> Result<String, St
         RowsBy::Values if sets.len() > 1 => {
             return Err(format!("{strategy}'s script takes one member set"));
         }
-        RowsBy::EachRow | RowsBy::Values | RowsBy::Unnest => {}
+        RowsBy::Blocks if sets.len() > 1 && !draws_fit(size) => {
+            return Err(format!(
+                "{strategy}'s script takes one member set at {size} members (a block of \
+                 more than {MAX_DRAWN_ROWS} rows would pass pgbench's 255 variables)"
+            ));
+        }
+        RowsBy::EachRow | RowsBy::Values | RowsBy::Blocks | RowsBy::Unnest => {}
     }
     let sets = Sets(sets);
     match plan.sending {
@@ -156,23 +164,24 @@ fn one_by_one_script(rows: RowsBy, sets: &Sets<'_>, size: usize) -> String {
             }
         }
         // Multi-row VALUES lists, parsed and planned afresh as chatlab's
-        // are, chunked as chatlab chunks them. The chat id comes from one
-        // variable: pgbench allows 255 variable references a statement,
-        // and a chat of 1,000 members would need one a row.
+        // are, chunked as chatlab chunks them.
         RowsBy::Values => {
             let members: Vec<usize> = (0..size).collect();
             for chunk in members.chunks(rows_per_statement(MEMBER_COLUMNS)) {
-                let values: Vec<String> = chunk
-                    .iter()
-                    .map(|&j| format!("({})", sets.member(j)))
-                    .collect();
-                let _ = writeln!(
-                    s,
-                    "INSERT INTO chat_members (chat_id, user_id, joined_at) \
-                     SELECT (:chat_id)::uuid, v.user_id, now() FROM (VALUES {}) AS v(user_id);",
-                    values.join(", ")
-                );
+                values_insert(&mut s, sets, chunk);
             }
+        }
+        // The same lists in chatlab's power-of-two blocks, prepared (the
+        // protocol), all blocks in one pipeline as chatlab sends them.
+        RowsBy::Blocks => {
+            s.push_str("\\startpipeline\n");
+            let mut start = 0;
+            for block in block_sizes(size, MEMBER_COLUMNS) {
+                let members: Vec<usize> = (start..start + block).collect();
+                values_insert(&mut s, sets, &members);
+                start += block;
+            }
+            s.push_str("\\endpipeline\n");
         }
         RowsBy::Unnest | RowsBy::Copy => {
             let _ = writeln!(
@@ -189,6 +198,36 @@ fn one_by_one_script(rows: RowsBy, sets: &Sets<'_>, size: usize) -> String {
     );
     s.push_str("COMMIT;\n");
     s
+}
+
+/// Rows a statement may draw from several member sets: each drawn member
+/// is one variable reference (`:k`), the chat id another, and pgbench
+/// allows 255 a statement.
+const MAX_DRAWN_ROWS: usize = 254;
+
+/// Whether every block of `size` members can draw its members from
+/// several sets in one statement.
+fn draws_fit(size: usize) -> bool {
+    block_sizes(size, MEMBER_COLUMNS)
+        .first()
+        .is_none_or(|&largest| largest <= MAX_DRAWN_ROWS)
+}
+
+/// One multi-row INSERT of the `members`-th members of the set. The chat
+/// id comes from one variable, the rows from a VALUES list: pgbench allows
+/// 255 variable references a statement, and a chat of 1,000 members would
+/// need one a row.
+fn values_insert(s: &mut String, sets: &Sets<'_>, members: &[usize]) {
+    let values: Vec<String> = members
+        .iter()
+        .map(|&j| format!("({})", sets.member(j)))
+        .collect();
+    let _ = writeln!(
+        s,
+        "INSERT INTO chat_members (chat_id, user_id, joined_at) \
+         SELECT (:chat_id)::uuid, v.user_id, now() FROM (VALUES {}) AS v(user_id);",
+        values.join(", ")
+    );
 }
 
 /// A PostgreSQL array literal of `ids`: `{a,b,c}`.
@@ -242,7 +281,7 @@ fn pipeline_script(sets: &Sets<'_>) -> String {
 pub fn protocol(strategy: InsertStrategy) -> &'static str {
     match strategy.plan().rows {
         RowsBy::Values => "extended",
-        RowsBy::EachRow | RowsBy::Unnest | RowsBy::Copy => "prepared",
+        RowsBy::EachRow | RowsBy::Blocks | RowsBy::Unnest | RowsBy::Copy => "prepared",
     }
 }
 
@@ -262,8 +301,11 @@ pub fn run(spec: &BaselineSpec) -> Result<f64, LoadError> {
     let sets: Vec<Vec<Uuid>> = (0..VARIANTS)
         .map(|_| pick_members(&spec.users, spec.members, &mut rng))
         .collect();
-    // batch mixes a script a set; the prepared modes draw the set inside one.
-    let scripts: Vec<&[Vec<Uuid>]> = if protocol(spec.strategy) == "prepared" {
+    // batch mixes a script a set; the prepared modes draw the set inside
+    // one, but for blocks too large to draw from (see `draws_fit`).
+    let one_script = protocol(spec.strategy) == "prepared"
+        && (spec.strategy.plan().rows != RowsBy::Blocks || draws_fit(spec.members));
+    let scripts: Vec<&[Vec<Uuid>]> = if one_script {
         vec![&sets[..]]
     } else {
         sets.chunks(1).collect()
@@ -337,6 +379,38 @@ mod tests {
             2,
             "{}",
             &big[..200]
+        );
+        // Blocks: 50 members as 32, 16 and 2 rows in one pipeline, drawn
+        // from several sets while every block fits pgbench's variables.
+        let sets: Vec<Vec<Uuid>> = (0..4)
+            .map(|_| (0..50).map(|_| Uuid::now_v7()).collect())
+            .collect();
+        let blocks = script(InsertStrategy::BatchPrepared, &sets).unwrap();
+        let inserts: Vec<&str> = blocks
+            .lines()
+            .filter(|l| l.starts_with("INSERT INTO chat_members"))
+            .collect();
+        let rows: Vec<usize> = inserts.iter().map(|l| l.matches("[:k]").count()).collect();
+        assert_eq!(rows, vec![32, 16, 2], "{blocks}");
+        let start = blocks.find("\\startpipeline").unwrap();
+        let end = blocks.find("\\endpipeline").unwrap();
+        assert!(
+            blocks
+                .find("INSERT INTO chat_members")
+                .is_some_and(|i| start < i && i < end)
+        );
+        assert!(
+            blocks
+                .rfind("INSERT INTO chat_members")
+                .is_some_and(|i| i < end)
+        );
+        let wide: Vec<Vec<Uuid>> = vec![many.clone(), many.clone()];
+        assert!(script(InsertStrategy::BatchPrepared, &wide).is_err());
+        let wide = script(InsertStrategy::BatchPrepared, std::slice::from_ref(&many)).unwrap();
+        assert_eq!(
+            wide.matches("INSERT INTO chat_members").count(),
+            6,
+            "512+256+128+64+32+8"
         );
         let unnest = script(InsertStrategy::Unnest, one).unwrap();
         assert!(unnest.contains("unnest('{"));
@@ -419,7 +493,7 @@ mod tests {
                 );
                 assert_eq!(
                     s.contains("FROM (VALUES "),
-                    plan.rows == RowsBy::Values,
+                    matches!(plan.rows, RowsBy::Values | RowsBy::Blocks),
                     "{strategy}"
                 );
                 assert_eq!(
@@ -429,7 +503,7 @@ mod tests {
                 );
                 assert_eq!(
                     s.contains("\\startpipeline"),
-                    plan.sending == Sending::OneFlight,
+                    plan.sending == Sending::OneFlight || plan.rows == RowsBy::Blocks,
                     "{strategy}"
                 );
                 let prepared = protocol(strategy) == "prepared";

@@ -21,6 +21,12 @@ pub enum InsertStrategy {
     /// the row count, so it is parsed and planned afresh every time.
     #[default]
     Batch,
+    /// `batch`'s multi-row `INSERT ... VALUES`, its rows split into blocks
+    /// whose sizes are powers of two (pgjdbc's `reWriteBatchedInserts`
+    /// shape): each block size is one cached prepared statement, so no
+    /// request parses SQL, and the blocks of one write go in one flight on
+    /// the async driver (one by one on the blocking one).
+    BatchPrepared,
     /// One `INSERT ... SELECT ... FROM unnest($n::uuid[])`: three bind
     /// parameters for any member count, one cached prepared statement.
     Unnest,
@@ -51,9 +57,10 @@ pub enum InsertStrategy {
 
 impl InsertStrategy {
     /// Every strategy, in a stable order.
-    pub const ALL: [InsertStrategy; 6] = [
+    pub const ALL: [InsertStrategy; 7] = [
         Self::PerRow,
         Self::Batch,
+        Self::BatchPrepared,
         Self::Unnest,
         Self::Single,
         Self::Pipeline,
@@ -70,6 +77,7 @@ impl InsertStrategy {
         match self {
             Self::PerRow => "per_row",
             Self::Batch => "batch",
+            Self::BatchPrepared => "batch_prepared",
             Self::Unnest => "unnest",
             Self::Single => "single",
             Self::Pipeline => "pipeline",
@@ -87,7 +95,7 @@ impl fmt::Display for InsertStrategy {
 /// A strategy name that is not one of [`InsertStrategy::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown insert strategy {0:?}: expected one of per_row, batch, unnest, single, pipeline, copy"
+    "unknown insert strategy {0:?}: expected one of per_row, batch, batch_prepared, unnest, single, pipeline, copy"
 )]
 pub struct UnknownStrategy(pub String);
 
@@ -98,6 +106,7 @@ impl FromStr for InsertStrategy {
         match s.trim().to_ascii_lowercase().as_str() {
             "per_row" | "per-row" | "perrow" => Ok(Self::PerRow),
             "batch" => Ok(Self::Batch),
+            "batch_prepared" | "batch-prepared" => Ok(Self::BatchPrepared),
             "unnest" => Ok(Self::Unnest),
             "single" => Ok(Self::Single),
             "pipeline" => Ok(Self::Pipeline),

@@ -20,6 +20,11 @@ pub enum RowsBy {
     /// [`MAX_BIND_PARAMS`]; its text changes with the row count, so each
     /// is parsed and planned afresh.
     Values,
+    /// Multi-row `INSERT ... VALUES` in blocks whose sizes are powers of
+    /// two ([`block_sizes`]), so each block size is one cached prepared
+    /// statement; the blocks of one write are sent in one flight where the
+    /// driver pipelines.
+    Blocks,
     /// One `INSERT ... SELECT FROM unnest(...)`: one array parameter per
     /// column for any row count, one cached statement.
     Unnest,
@@ -74,6 +79,7 @@ impl InsertStrategy {
         let (rows, sending, recipients) = match self {
             Self::PerRow => (RowsBy::EachRow, Sending::OneByOne, Recipients::Fetched),
             Self::Batch => (RowsBy::Values, Sending::OneByOne, Recipients::Fetched),
+            Self::BatchPrepared => (RowsBy::Blocks, Sending::OneByOne, Recipients::Fetched),
             Self::Unnest => (RowsBy::Unnest, Sending::OneByOne, Recipients::Fetched),
             Self::Single => (RowsBy::Unnest, Sending::OneStatement, Recipients::OnServer),
             Self::Pipeline => (RowsBy::Unnest, Sending::OneFlight, Recipients::OnServer),
@@ -97,6 +103,10 @@ impl RowsBy {
         match self {
             Self::EachRow => rows as u64,
             Self::Values => rows.div_ceil(rows_per_statement(columns)) as u64,
+            Self::Blocks => {
+                let largest = largest_block(columns);
+                (rows / largest + (rows % largest).count_ones() as usize) as u64
+            }
             Self::Unnest | Self::Copy => 1,
         }
     }
@@ -113,6 +123,32 @@ pub const fn rows_per_statement(columns: usize) -> usize {
     MAX_BIND_PARAMS / columns
 }
 
+/// The largest block of rows of `columns` columns: the largest power of
+/// two a multi-row `INSERT ... VALUES` may carry (16,384 rows of three
+/// columns).
+pub const fn largest_block(columns: usize) -> usize {
+    let most = rows_per_statement(columns);
+    if most == 0 { 1 } else { 1 << most.ilog2() }
+}
+
+/// The blocks `rows` rows of `columns` columns travel in by
+/// [`RowsBy::Blocks`], largest first: as many of the largest block as fit,
+/// then the rest by its binary digits (50 rows: 32, 16, 2). A block size
+/// is a statement's shape, so a connection prepares at most one statement
+/// per power of two, 15 for three columns, whatever the row counts.
+pub fn block_sizes(rows: usize, columns: usize) -> Vec<usize> {
+    let largest = largest_block(columns);
+    let mut sizes = vec![largest; rows / largest];
+    let rest = rows % largest;
+    sizes.extend(
+        (0..usize::BITS)
+            .rev()
+            .map(|bit| 1usize << bit)
+            .filter(|block| rest & block != 0),
+    );
+    sizes
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -124,15 +160,42 @@ mod tests {
         assert_eq!(RowsBy::Values.statements(50, 3), 1);
         assert_eq!(RowsBy::Values.statements(21_845, 3), 1);
         assert_eq!(RowsBy::Values.statements(21_846, 3), 2);
+        assert_eq!(RowsBy::Blocks.statements(50, 3), 3);
+        assert_eq!(RowsBy::Blocks.statements(64, 3), 1);
+        assert_eq!(RowsBy::Blocks.statements(16_384 * 2 + 3, 3), 4);
         assert_eq!(RowsBy::Unnest.statements(25_000, 3), 1);
         assert_eq!(RowsBy::Copy.statements(25_000, 3), 1);
         for by in [
             RowsBy::EachRow,
             RowsBy::Values,
+            RowsBy::Blocks,
             RowsBy::Unnest,
             RowsBy::Copy,
         ] {
             assert_eq!(by.statements(0, 3), 0, "{by:?}");
+        }
+    }
+
+    #[test]
+    fn blocks_are_powers_of_two_that_add_up() {
+        assert_eq!(block_sizes(50, 3), vec![32, 16, 2]);
+        assert_eq!(block_sizes(1, 3), vec![1]);
+        assert_eq!(block_sizes(0, 3), Vec::<usize>::new());
+        assert_eq!(largest_block(3), 16_384);
+        assert_eq!(
+            block_sizes(40_000, 3),
+            vec![16_384, 16_384, 4_096, 2_048, 1_024, 64]
+        );
+        for rows in 0..3_000 {
+            let sizes = block_sizes(rows, 7);
+            assert_eq!(sizes.iter().sum::<usize>(), rows);
+            assert!(
+                sizes
+                    .iter()
+                    .all(|b| b.is_power_of_two() && *b * 7 <= MAX_BIND_PARAMS)
+            );
+            assert!(sizes.windows(2).all(|w| w[0] >= w[1]), "largest first");
+            assert_eq!(sizes.len() as u64, RowsBy::Blocks.statements(rows, 7));
         }
     }
 

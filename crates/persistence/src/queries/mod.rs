@@ -4,6 +4,7 @@
 //! fixed-shape queries. (`diesel::sql_query` would not be cached: diesel
 //! marks raw SQL unsafe to cache, since it cannot know the text is fixed.)
 
+mod block_insert;
 mod claim_idempotency_key;
 mod create_chat_single;
 mod insert_inbox;
@@ -16,6 +17,7 @@ mod read_state;
 mod transaction_control;
 mod viewer_is_member;
 
+pub use block_insert::BlockInsert;
 pub use claim_idempotency_key::ClaimIdempotencyKey;
 pub use create_chat_single::{CreateChatSingle, CreateChatSingleWithOutbox, SingleRows};
 pub use insert_inbox::{InsertImportedInbox, InsertInboxFromMembers, InsertInboxUnnest};

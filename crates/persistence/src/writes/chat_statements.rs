@@ -16,7 +16,8 @@ use chatlab_domain::{CreateChat, MessageKind, PublishMode, Sending, WritePlan};
 
 use crate::models::{ChatRow, MemberRow, MessageRow};
 use crate::queries::{
-    CreateChatSingle, CreateChatSingleWithOutbox, InsertMembersUnnest, InsertOutboxRow, SingleRows,
+    BlockInsert, CreateChatSingle, CreateChatSingleWithOutbox, InsertMembersUnnest,
+    InsertOutboxRow, SingleRows,
 };
 use crate::schema::{chat_members, chats, messages};
 use crate::session::{DbSession, Executable, Pipelined};
@@ -220,6 +221,12 @@ impl RowSet for Members {
 
     fn insert_values(&self, range: Range<usize>) -> Executable {
         Executable::new(diesel::insert_into(chat_members::table).values(self.rows(range)))
+    }
+
+    fn insert_block(&self, range: Range<usize>) -> Executable {
+        Executable::new(BlockInsert(
+            diesel::insert_into(chat_members::table).values(self.rows(range)),
+        ))
     }
 
     fn insert_unnest(&self) -> Executable {

@@ -19,7 +19,8 @@ use uuid::Uuid;
 use chatlab_domain::{Recipients, Sending, UserId, WritePlan, fanout::mentions};
 
 use crate::queries::{
-    InsertInboxFromMembers, InsertInboxUnnest, InsertTalkIfMember, InsertTalkIfMemberLockingChat,
+    BlockInsert, InsertInboxFromMembers, InsertInboxUnnest, InsertTalkIfMember,
+    InsertTalkIfMemberLockingChat,
 };
 use crate::schema::{chat_members, inbox};
 use crate::session::{DbSession, Executable};
@@ -93,6 +94,12 @@ impl RowSet for InboxRows {
 
     fn insert_values(&self, range: Range<usize>) -> Executable {
         Executable::new(diesel::insert_into(inbox::table).values(self.rows(range)))
+    }
+
+    fn insert_block(&self, range: Range<usize>) -> Executable {
+        Executable::new(BlockInsert(
+            diesel::insert_into(inbox::table).values(self.rows(range)),
+        ))
     }
 
     fn insert_unnest(&self) -> Executable {

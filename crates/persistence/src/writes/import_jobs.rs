@@ -25,7 +25,7 @@ use chatlab_domain::{
 use crate::error_mapping::{name_unknown_users, query_err};
 use crate::events::publishing::TxError;
 use crate::models::MessageRow;
-use crate::queries::{InsertImportedInbox, InsertMessagesUnnest};
+use crate::queries::{BlockInsert, InsertImportedInbox, InsertMessagesUnnest};
 use crate::reads;
 use crate::schema::{chat_members, chats, messages};
 use crate::session::{DbSession, Executable};
@@ -110,6 +110,12 @@ impl RowSet for MessageRows<'_> {
 
     fn insert_values(&self, range: Range<usize>) -> Executable {
         Executable::new(diesel::insert_into(messages::table).values(self.0[range].to_vec()))
+    }
+
+    fn insert_block(&self, range: Range<usize>) -> Executable {
+        Executable::new(BlockInsert(
+            diesel::insert_into(messages::table).values(self.0[range].to_vec()),
+        ))
     }
 
     fn insert_unnest(&self) -> Executable {

@@ -13,7 +13,7 @@ use diesel::QueryResult;
 use diesel::pg::PgConnection;
 
 use chatlab_domain::RowsBy;
-use chatlab_domain::write_plan::rows_per_statement;
+use chatlab_domain::write_plan::{block_sizes, rows_per_statement};
 
 use crate::session::{DbSession, Executable};
 
@@ -48,6 +48,9 @@ pub(crate) trait RowSet: Sync {
     fn insert_one(&self, i: usize) -> Executable;
     /// One multi-row `INSERT ... VALUES` of the rows in `range`.
     fn insert_values(&self, range: Range<usize>) -> Executable;
+    /// [`RowSet::insert_values`] for a block of [`block_sizes`], kept
+    /// prepared ([`crate::queries::BlockInsert`]).
+    fn insert_block(&self, range: Range<usize>) -> Executable;
     /// Every row in one `INSERT ... SELECT FROM unnest(...)`.
     fn insert_unnest(&self) -> Executable;
     /// Every row by one binary COPY on the blocking driver's connection.
@@ -82,6 +85,17 @@ pub(crate) async fn write_rows<R: RowSet>(
                 written.push(s.run(rows.insert_values(start..n.min(start + per))).await?);
             }
         }
+        // pgjdbc's rewritten batch: power-of-two blocks, each a prepared
+        // statement, all of them in one flight where the driver pipelines.
+        RowsBy::Blocks => {
+            let mut start = 0;
+            let mut blocks = Vec::new();
+            for size in block_sizes(n, R::COLUMNS) {
+                blocks.push(rows.insert_block(start..start + size));
+                start += size;
+            }
+            written = s.pipelined(blocks).await?.rows;
+        }
         RowsBy::Unnest => written.push(s.run(rows.insert_unnest()).await?),
         RowsBy::Copy => written.push(s.copy_in(R::TABLE, |c| rows.copy(c)).await?),
     }
@@ -98,14 +112,16 @@ pub(crate) async fn write_rows<R: RowSet>(
 /// statement's text changes with its row count, so no driver keeps it
 /// prepared, and diesel-async prepares it (Parse, Describe) and waits for
 /// the answer before it binds and executes: one round trip more; libpq
-/// (the blocking driver) sends parse, bind and execute in one flight. A
+/// (the blocking driver) sends parse, bind and execute in one flight.
+/// Blocks are prepared once per connection and size, as every fixed shape
+/// is, and their one flight is counted where it is sent. A
 /// COPY waits for the server's go-ahead before its data goes, then for the
 /// row count.
 fn extra_round_trips(by: RowsBy, on_async_driver: bool) -> u64 {
     match by {
         RowsBy::Values if on_async_driver => 1,
         RowsBy::Copy => 1,
-        RowsBy::Values | RowsBy::EachRow | RowsBy::Unnest => 0,
+        RowsBy::Values | RowsBy::Blocks | RowsBy::EachRow | RowsBy::Unnest => 0,
     }
 }
 
