@@ -56,6 +56,11 @@ pub enum UnavailableReason {
     /// The same bounded operation (the event audit) is already running;
     /// one at a time keeps its memory bounded.
     AlreadyRunning,
+    /// A transaction pooler between the server and PostgreSQL moved the
+    /// connection to a backend that does not have its prepared statement
+    /// (SQLSTATE 26000), or another client's: the settings do not fit the
+    /// pooler.
+    Pooler,
 }
 
 impl fmt::Display for UnavailableReason {
@@ -67,6 +72,11 @@ impl fmt::Display for UnavailableReason {
             Self::Contention => "the transaction conflicted with another one",
             Self::EventBroker => "the event broker did not acknowledge; nothing was written",
             Self::AlreadyRunning => "the same operation is already running",
+            Self::Pooler => {
+                "a transaction pooler in front of the database moved this connection to a \
+                 server that lacks its prepared statement; the server's database settings do \
+                 not fit the pooler (docs/operations.md, \"PgBouncer\")"
+            }
         })
     }
 }

@@ -75,6 +75,12 @@ fn classify(err: &DieselError) -> Classified {
         _ if message.starts_with("deadlock detected") => {
             Classified::Unavailable(UnavailableReason::Contention)
         }
+        // A transaction pooler moved the connection between a statement's
+        // prepare and its use, or between two uses of a cached one:
+        // SQLSTATE 26000 ("prepared statement ... does not exist"), 42P05
+        // (another client's statement of that name on this backend), or
+        // 08P01 (a Bind meeting another client's unnamed statement).
+        _ if is_pooler_mixup(message) => Classified::Unavailable(UnavailableReason::Pooler),
         _ if message.contains("terminating connection")
             || message.contains("connection closed")
             || message.contains("too many clients") =>
@@ -83,6 +89,16 @@ fn classify(err: &DieselError) -> Classified {
         }
         _ => Classified::Other,
     }
+}
+
+/// Whether `message` is one of the errors a transaction pooler causes
+/// when a connection's prepared statements do not follow it.
+fn is_pooler_mixup(message: &str) -> bool {
+    let prepared = message.starts_with("prepared statement \"")
+        && (message.ends_with("does not exist") || message.ends_with("already exists"));
+    prepared
+        || message.starts_with("unnamed prepared statement does not exist")
+        || message.starts_with("bind message supplies")
 }
 
 /// Whether `err` is a foreign-key violation (an unknown user or chat id).
@@ -114,5 +130,52 @@ pub(crate) async fn name_unknown_users(
         Ok(missing) if !missing.is_empty() => RepositoryError::UnknownUsers(missing),
         Ok(_) => query_err(err),
         Err(e) => query_err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A statement's failure with PostgreSQL's `message`, as diesel
+    /// reports the kinds it has no name for.
+    fn failed(message: &str) -> RepositoryError {
+        PersistenceError::Query(DieselError::DatabaseError(
+            DatabaseErrorKind::Unknown,
+            Box::new(message.to_owned()),
+        ))
+        .into()
+    }
+
+    fn reason(err: RepositoryError) -> Option<UnavailableReason> {
+        match err {
+            RepositoryError::Unavailable { reason, .. } => Some(reason),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_pooler_s_lost_statement_is_unavailable_not_internal() {
+        for message in [
+            "prepared statement \"__diesel_stmt_3\" does not exist",
+            "prepared statement \"__diesel_stmt_0\" already exists",
+            "unnamed prepared statement does not exist",
+            "bind message supplies 3 parameters, but prepared statement \"\" requires 1",
+        ] {
+            assert_eq!(
+                reason(failed(message)),
+                Some(UnavailableReason::Pooler),
+                "{message}"
+            );
+        }
+        assert_eq!(
+            reason(failed("relation \"chats\" does not exist")),
+            None,
+            "a missing table is a bug, not the pooler"
+        );
+        assert_eq!(
+            reason(failed("canceling statement due to statement timeout")),
+            Some(UnavailableReason::Timeout)
+        );
     }
 }

@@ -17,7 +17,7 @@ use clap::{ArgAction, Args};
 use chatlab_domain::{InsertStrategy, MessageFanout, PublishMode, ReadMarkerMode};
 use chatlab_persistence::{Driver, PoolLayout, Pooling, Recycle};
 
-use super::{JwtAlgorithm, LogFormat};
+use super::{JwtAlgorithm, LogFormat, PoolerCheck};
 
 /// The server's settings as flags and env vars (a flag wins over its
 /// variable). Global, so they may follow any subcommand.
@@ -204,6 +204,20 @@ pub struct DeclaredSettings {
         help_heading = "Database"
     )]
     pub db_statement_cache: bool,
+
+    /// At startup, ask whether DATABASE_URL leads to a transaction pooler (two transactions
+    /// of one connection served by different backends). `refuse`: stop when settings that
+    /// cannot work there are on (the async driver, the statement cache, session SETs,
+    /// migrations through it), naming the ones that do; `warn`: start anyway; `off`: do not
+    /// ask
+    #[arg(
+        long,
+        global = true,
+        env = "DB_POOLER_CHECK",
+        default_value = "refuse",
+        help_heading = "Database"
+    )]
+    pub db_pooler_check: PoolerCheck,
 
     /// `application_name`, as seen in `pg_stat_activity`
     #[arg(
@@ -426,7 +440,8 @@ pub struct DeclaredSettings {
     )]
     pub chatlab_dev_tokens: bool,
 
-    /// `per_row`, `batch`, `unnest`, `single`, `pipeline` or `copy` (binary COPY; needs DB_DRIVER=blocking)
+    /// `per_row`, `batch`, `batch_prepared`, `unnest`, `single`, `pipeline` or `copy` (binary
+    /// COPY; needs DB_DRIVER=blocking)
     #[arg(
         long,
         global = true,

@@ -88,6 +88,34 @@ impl FromStr for LogFormat {
     }
 }
 
+/// What startup does when it finds a transaction pooler (PgBouncer in
+/// transaction mode) between the server and PostgreSQL while settings
+/// that cannot work there are on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PoolerCheck {
+    /// Stop, naming the settings that work there.
+    Refuse,
+    /// Start anyway, with a warning (a pooler that keeps prepared
+    /// statements per client, PgBouncer 1.21+ with
+    /// `max_prepared_statements`, serves some of them).
+    Warn,
+    /// Do not probe.
+    Off,
+}
+
+impl FromStr for PoolerCheck {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "refuse" => Ok(Self::Refuse),
+            "warn" => Ok(Self::Warn),
+            "off" => Ok(Self::Off),
+            other => Err(format!("expected refuse, warn or off, got {other:?}")),
+        }
+    }
+}
+
 /// The one JWT algorithm the server accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JwtAlgorithm {
@@ -224,6 +252,8 @@ pub struct Settings {
     pub run_migrations: bool,
     /// Where they run, if not at `db.url` (a pooler's address).
     pub migration_url: Option<secrecy::SecretString>,
+    /// What a transaction pooler found at startup does.
+    pub pooler_check: PoolerCheck,
     /// Write-path choices.
     pub writes: WriteSettings,
     /// Live delivery.
@@ -399,6 +429,7 @@ impl Settings {
             },
             ledger,
             audit_max_window: Duration::from_secs(d.chatlab_audit_max_window_secs),
+            pooler_check: d.db_pooler_check,
             log_format: d.log_format,
             log_filter: d.rust_log,
         };

@@ -5,6 +5,7 @@
 
 mod broker;
 mod checks;
+mod pooler;
 mod servers;
 
 use std::sync::Arc;
@@ -46,6 +47,21 @@ pub enum StartupError {
     /// The token keys could not be set up.
     #[error("could not set up bearer tokens (CHATLAB_JWT_*)")]
     Auth(#[from] AuthSetupError),
+    /// DATABASE_URL leads to a transaction pooler and settings that cannot
+    /// work there are on (`DB_POOLER_CHECK=refuse`).
+    #[error(
+        "DATABASE_URL leads to a transaction pooler (one connection's transactions ran on \
+         backends {before} and {after}): set {needed} there (docs/operations.md, \"PgBouncer\"), \
+         or DB_POOLER_CHECK=warn to start anyway"
+    )]
+    Pooler {
+        /// The backend of the probe's first transaction.
+        before: i32,
+        /// The backend of a later one on the same connection.
+        after: i32,
+        /// The settings that work there, `NAME=value`, comma-separated.
+        needed: String,
+    },
     /// The listen address could not be bound.
     #[error("could not listen on {addr}")]
     Bind {
@@ -87,6 +103,9 @@ impl Application {
         // handed over in HTTP_ADDR is then still free when it is bound (seen:
         // the mock cluster's broker took it first, and startup failed).
         let listeners = Listeners::bind(&settings.http)?;
+        // Before the migrations, which a transaction pooler would split
+        // from their advisory lock.
+        pooler::check_for_a_transaction_pooler(&settings).await?;
         migrate(&settings).await?;
         let mut registry = Registry::default();
         let broker = Broker::start(&settings, &mut registry).await?;

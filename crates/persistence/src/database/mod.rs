@@ -24,6 +24,7 @@ pub mod dedicated;
 pub mod pool_metrics;
 mod pooled_async;
 mod pooled_blocking;
+pub mod pooler_probe;
 pub(crate) mod session_settings;
 mod slices;
 mod source;

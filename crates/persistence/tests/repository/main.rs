@@ -12,6 +12,7 @@ mod outbox_relay;
 mod pipeline;
 mod pool_layout;
 mod pool_metrics;
+mod pooler_probe;
 mod read_marker_modes;
 mod support;
 mod unread_state;
