@@ -828,7 +828,7 @@ mod tests {
         );
         assert!(
             err.to_string()
-                .contains("per_row, batch, unnest, single, pipeline"),
+                .contains("per_row, batch, batch_prepared, unnest, single, pipeline"),
             "{err}"
         );
         for (var, value) in [
