@@ -51,32 +51,16 @@ pub(super) async fn check_for_a_transaction_pooler(
     if settings.pooler_check == PoolerCheck::Off {
         return Ok(());
     }
-    let url = settings.db.url.expose_secret().to_owned();
-    let probed = tokio::time::timeout(
-        PROBE_TIMEOUT,
-        tokio::task::spawn_blocking(move || pooler_probe::probe(&url)),
-    )
-    .await;
-    let (before, after) = match probed {
-        Ok(Ok(Ok(Pooling::TransactionPooler { before, after }))) => (before, after),
-        Ok(Ok(Ok(Pooling::SessionPerConnection))) => {
-            tracing::debug!("no transaction pooler: one backend served each connection");
+    let found = match probe(settings.db.url.expose_secret().to_owned()).await {
+        Ok(found) => found,
+        Err(why) => {
+            tracing::warn!("could not ask whether DATABASE_URL is a transaction pooler: {why}");
             return Ok(());
         }
-        Ok(Ok(Err(e))) => {
-            tracing::warn!(error = %e, "could not ask whether DATABASE_URL is a transaction pooler");
-            return Ok(());
-        }
-        Ok(Err(e)) => {
-            tracing::warn!(error = %e, "the transaction pooler probe failed");
-            return Ok(());
-        }
-        Err(_) => {
-            tracing::warn!(
-                "no answer within {PROBE_TIMEOUT:?} to whether DATABASE_URL is a transaction pooler"
-            );
-            return Ok(());
-        }
+    };
+    let Pooling::TransactionPooler { before, after } = found else {
+        tracing::debug!("no transaction pooler: one backend served each connection");
+        return Ok(());
     };
     let unfit = unfit_settings(settings);
     if unfit.is_empty() {
@@ -105,6 +89,17 @@ pub(super) async fn check_for_a_transaction_pooler(
             );
             Ok(())
         }
+    }
+}
+
+/// The probe on a blocking thread, bounded by [`PROBE_TIMEOUT`]; any way
+/// it fails, said in words.
+async fn probe(url: String) -> Result<Pooling, String> {
+    let asked = tokio::task::spawn_blocking(move || pooler_probe::probe(&url));
+    match tokio::time::timeout(PROBE_TIMEOUT, asked).await {
+        Ok(Ok(answer)) => answer.map_err(|e| e.to_string()),
+        Ok(Err(e)) => Err(format!("the probe's thread failed: {e}")),
+        Err(_) => Err(format!("no answer within {PROBE_TIMEOUT:?}")),
     }
 }
 

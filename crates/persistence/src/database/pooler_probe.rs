@@ -65,7 +65,7 @@ pub fn probe(url: &str) -> Result<Pooling, PersistenceError> {
     for _ in 0..ROUNDS {
         let before = pid(&mut a)?;
         b.batch_execute("BEGIN")?;
-        let held = pid(&mut b);
+        pid(&mut b)?;
         let after = std::thread::scope(|scope| {
             let asked = scope.spawn(|| pid(&mut a));
             let deadline = Instant::now() + HOLD;
@@ -79,7 +79,6 @@ pub fn probe(url: &str) -> Result<Pooling, PersistenceError> {
             ended?;
             Ok::<_, PersistenceError>(after?)
         })?;
-        held?;
         if after != before {
             return Ok(Pooling::TransactionPooler { before, after });
         }
